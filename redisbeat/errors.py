@@ -1,0 +1,58 @@
+"""The exceptions redisbeat raises: one root, a small family under it."""
+
+from __future__ import annotations
+
+
+class RedisBeatError(Exception):
+    """Root of every error redisbeat raises on purpose."""
+
+
+class ConfigurationError(RedisBeatError):
+    """A setting is missing, malformed or conflicts with another one."""
+
+
+class InvalidSchedule(RedisBeatError, ValueError):
+    """A schedule is malformed; ``field`` names the part that is wrong."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class InvalidEntry(RedisBeatError, ValueError):
+    """An entry is malformed; the message names the entry and the field."""
+
+    def __init__(self, name: str, field: str, message: str) -> None:
+        super().__init__(f"entry {name!r}: field {field!r}: {message}")
+        self.name = name
+        self.field = field
+        self.message = message
+
+
+class CorruptEntry(InvalidEntry):
+    """A definition stored in Redis cannot be loaded."""
+
+
+class EntryNotFound(RedisBeatError, KeyError):
+    """No entry of that name is stored."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+    def __str__(self) -> str:
+        return f"no entry named {self.name!r}"
+
+
+class OwnershipError(RedisBeatError):
+    """An entry belongs to another source (config, django, api) than the writer."""
+
+    def __init__(self, name: str, owner: str, writer: str) -> None:
+        super().__init__(
+            f"entry {name!r} is owned by source {owner!r}; "
+            f"source {writer!r} may not change it (pass force=True to take it over)"
+        )
+        self.name = name
+        self.owner = owner
+        self.writer = writer
