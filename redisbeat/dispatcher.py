@@ -1,0 +1,188 @@
+"""Dispatcher: one beat's loop step, independent of Celery.
+
+Claim the due occurrences, send each (through a callable the Celery adapter supplies),
+finish the batch, and say how long to wait. Redis outages are expected: the dispatcher logs
+one line, backs off, keeps any batch it could not finish, and carries on when Redis is back.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable
+
+import redis
+
+from .config import Config
+from .entry import Entry, occurrence_id
+from .errors import CorruptEntry
+from .records import ClaimBatch, FinishResult, Outcome
+from .store import ScheduleStore
+
+log = logging.getLogger(__name__)
+
+#: publish(entry, task_id, due_ms): send one occurrence; raise to hand the claim back.
+Publish = Callable[[Entry, str, int], None]
+
+MIN_BACKOFF = 0.5
+MAX_BACKOFF = 10.0
+#: Stop sending a batch when less than this share of its lease is left.
+LEASE_SAFETY = 0.2
+
+
+def make_beat_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        store: ScheduleStore,
+        config: Config,
+        publish: Publish,
+        *,
+        beat_id: str | None = None,
+        on_registered: Callable[[], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.publish = publish
+        self.beat_id = beat_id or make_beat_id()
+        #: Called whenever this beat (re)registers: at start, and when Redis lost its data.
+        self.on_registered = on_registered
+        self.stop_requested = False
+        self._next_heartbeat = 0.0
+        self._unfinished: tuple[int, list[Outcome]] | None = None
+        self._failures = 0
+        self._down_since: float | None = None
+        self._quarantined: set[str] = set()
+
+    # -- the loop step ------------------------------------------------------------------------
+
+    def tick(self) -> float:
+        """Do one round of work; return how many seconds to wait before the next."""
+        try:
+            self._maybe_heartbeat()
+            self._finish_leftovers()
+            batch = self.store.claim(self.beat_id, self.config.lease_ms, self.config.batch_size)
+            outcomes: list[Outcome] = []
+            # Registered before sending, so a failure mid-batch still finishes what was sent.
+            self._unfinished = (batch.lease_until_ms, outcomes)
+            self._handle(batch, time.monotonic(), outcomes)
+            now_ms, next_due_ms = batch.now_ms, batch.next_due_ms
+            if batch.claims:
+                finished = self._finish_leftovers()
+                if finished is not None:
+                    now_ms, next_due_ms = finished.now_ms, finished.next_due_ms
+        except (redis.RedisError, OSError) as exc:
+            return self._backoff(exc)
+        self._recovered()
+        if any(o.action == "release" for o in outcomes) and not self.stop_requested:
+            return self._backoff(None)
+        self._failures = 0
+        if self.stop_requested or len(batch.claims) >= self.config.batch_size:
+            return 0.0
+        return self._delay(now_ms, next_due_ms)
+
+    def _handle(self, batch: ClaimBatch, started: float, outcomes: list[Outcome]) -> None:
+        deadline = started + self.config.lease_seconds * (1 - LEASE_SAFETY)
+        for claim in batch.claims:
+            if self.stop_requested or time.monotonic() > deadline:
+                # Not started: hand it back so another beat sends it now.
+                outcomes.append(Outcome(claim.name, "release"))
+                continue
+            try:
+                entry = Entry.loads(claim.definition, claim.name)
+            except CorruptEntry as exc:
+                self._quarantine(claim.name, claim.definition, exc)
+                continue
+            outcomes.append(self._send(entry, claim.due_ms, batch.now_ms, claim.recovered))
+
+    def _send(self, entry: Entry, due_ms: int, now_ms: int, recovered: bool) -> Outcome:
+        tz = self.store.timezone
+        next_due = entry.next_due_ms(due_ms, now_ms, tz)
+        task_id = occurrence_id(self.config.key_prefix, entry.name, due_ms)
+        # A recovered claim was already decided (and maybe sent) by a beat that died: send
+        # the same occurrence again, whatever its lateness now.
+        if not recovered and entry.is_missed(due_ms, now_ms):
+            log.info("redisbeat: %s missed its occurrence due %d ms ago; skipped (catch_up=%s)",
+                     entry.name, now_ms - due_ms, entry.catch_up)
+            return Outcome(entry.name, "skipped", next_due)
+        try:
+            self.publish(entry, task_id, due_ms)
+        except Exception:
+            log.exception("redisbeat: could not send %s; handing it back", entry.name)
+            return Outcome(entry.name, "release")
+        return Outcome(entry.name, "sent", next_due, task_id)
+
+    def _finish_leftovers(self) -> FinishResult | None:
+        if self._unfinished is None:
+            return None
+        lease_until, outcomes = self._unfinished
+        result = self.store.finish(self.beat_id, lease_until, outcomes) if outcomes else None
+        self._unfinished = None
+        return result
+
+    def _quarantine(self, name: str, definition: str, exc: CorruptEntry) -> None:
+        if self.store.quarantine(name, definition, str(exc), self.beat_id) or (
+            name not in self._quarantined
+        ):
+            log.error("redisbeat: entry %r is corrupt and was set aside: %s", name, exc)
+        self._quarantined.add(name)
+
+    def _maybe_heartbeat(self) -> None:
+        now = time.monotonic()
+        if now >= self._next_heartbeat:
+            if self.store.heartbeat(self.beat_id) and self.on_registered is not None:
+                self.on_registered()
+            self._next_heartbeat = now + self.config.heartbeat_seconds
+
+    # -- waiting ------------------------------------------------------------------------------
+
+    def _delay(self, now_ms: int, next_due_ms: int | None) -> float:
+        delay = self.config.max_loop_interval
+        if next_due_ms is not None:
+            delay = min(delay, max(0.0, (next_due_ms - now_ms) / 1000))
+        return min(delay, max(0.0, self._next_heartbeat - time.monotonic()))
+
+    def wait(self, seconds: float) -> None:
+        """Sleep up to ``seconds``; a schedule change wakes the beat at once."""
+        if seconds <= 0:
+            return
+        if self._down_since is not None or self._failures:
+            time.sleep(seconds)
+            return
+        try:
+            self.store.wait_for_change(seconds)
+        except (redis.RedisError, OSError) as exc:
+            self._backoff(exc)
+
+    # -- outages ------------------------------------------------------------------------------
+
+    def _backoff(self, exc: BaseException | None) -> float:
+        self._failures += 1
+        delay = min(MAX_BACKOFF, MIN_BACKOFF * 2 ** (self._failures - 1))
+        if exc is not None and self._down_since is None:
+            self._down_since = time.monotonic()
+            log.error("redisbeat: Redis at %s is unavailable (%s: %s); retrying with backoff",
+                      self.store.describe(), type(exc).__name__, exc)
+        return delay
+
+    def _recovered(self) -> None:
+        if self._down_since is not None:
+            log.warning("redisbeat: Redis is available again after %.1f s",
+                        time.monotonic() - self._down_since)
+            self._down_since = None
+
+    def close(self) -> None:
+        """Finish what is in hand and deregister; Redis trouble here is logged, not raised."""
+        try:
+            self._finish_leftovers()
+            self.store.deregister(self.beat_id)
+        except (redis.RedisError, OSError) as exc:
+            log.warning("redisbeat: could not deregister beat %s: %s", self.beat_id, exc)
+        finally:
+            self.store.close()

@@ -1,0 +1,50 @@
+-- Claim up to a batch of due entries for one beat, atomically.
+-- Each claimed entry's score moves to now + lease (so no other beat sees it as due) and an
+-- inflight record keeps the occurrence's due time. An inflight record left by a beat that
+-- died is taken over: its original due time is returned, so the same occurrence (and the same
+-- task id) is sent again.
+--
+-- KEYS[1] = schedule  ZSET  name -> due ms
+-- KEYS[2] = entries   HASH  name -> definition JSON
+-- KEYS[3] = inflight  HASH  name -> {"due", "beat", "lease_until"}
+-- ARGV[1] = beat id
+-- ARGV[2] = lease, ms
+-- ARGV[3] = batch size
+-- Returns {now_ms, earliest_remaining_score_ms or -1,
+--          name, definition, due_ms, recovered (0|1), name, definition, ...}
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lease_until = now + tonumber(ARGV[2])
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES',
+                       'LIMIT', 0, tonumber(ARGV[3]))
+local out = {now, -1}
+for i = 1, #due, 2 do
+  local name = due[i]
+  local definition = redis.call('HGET', KEYS[2], name)
+  if not definition then
+    -- A schedule member without a definition: drop it rather than spin on it.
+    redis.call('ZREM', KEYS[1], name)
+    redis.call('HDEL', KEYS[3], name)
+  else
+    local occurrence, recovered = tonumber(due[i + 1]), 0
+    local previous = redis.call('HGET', KEYS[3], name)
+    if previous then
+      local ok, claim = pcall(cjson.decode, previous)
+      if ok and type(claim) == 'table' and tonumber(claim.due) then
+        occurrence, recovered = tonumber(claim.due), 1
+      end
+    end
+    redis.call('ZADD', KEYS[1], lease_until, name)
+    redis.call('HSET', KEYS[3], name, cjson.encode(
+      {due = occurrence, beat = ARGV[1], lease_until = lease_until}))
+    out[#out + 1] = name
+    out[#out + 1] = definition
+    out[#out + 1] = occurrence
+    out[#out + 1] = recovered
+  end
+end
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if first[2] then
+  out[2] = tonumber(first[2])
+end
+return out

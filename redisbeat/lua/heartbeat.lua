@@ -1,0 +1,11 @@
+-- Record that a beat is alive and forget beats silent for longer than the time-to-live.
+--
+-- KEYS[1] = beats ZSET  beat id -> last heartbeat ms
+-- ARGV[1] = beat id
+-- ARGV[2] = time-to-live, ms
+-- Returns {now_ms, 1 when this beat was not registered (first beat, or data was lost)}
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2]))
+local added = redis.call('ZADD', KEYS[1], now, ARGV[1])
+return {now, added}

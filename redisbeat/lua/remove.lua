@@ -1,0 +1,18 @@
+-- Remove an entry and everything stored about it.
+--
+-- KEYS[1] = entries  HASH       KEYS[4] = inflight    HASH
+-- KEYS[2] = schedule ZSET       KEYS[5] = quarantine  HASH
+-- KEYS[3] = state    HASH       KEYS[6] = its source's SET of names
+-- ARGV[1] = name
+-- ARGV[2] = pub/sub channel to wake the beats on
+-- Returns 1 when something was removed, 0 when nothing was stored under that name.
+local removed = redis.call('HDEL', KEYS[1], ARGV[1]) + redis.call('HDEL', KEYS[5], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
+redis.call('HDEL', KEYS[4], ARGV[1])
+redis.call('SREM', KEYS[6], ARGV[1])
+if removed > 0 then
+  redis.call('PUBLISH', ARGV[2], ARGV[1])
+  return 1
+end
+return 0

@@ -1,0 +1,39 @@
+-- Write one entry definition, compare-and-set against the definition the writer read.
+--
+-- KEYS[1] = entries     HASH
+-- KEYS[2] = schedule    ZSET
+-- KEYS[3] = quarantine  HASH
+-- KEYS[4] = the new source's SET of names
+-- KEYS[5] = the previous source's SET of names (same as KEYS[4] when unchanged)
+-- ARGV[1] = name
+-- ARGV[2] = the definition the writer read ('' when there was none)
+-- ARGV[3] = the new definition
+-- ARGV[4] = due ms to schedule at ('' = not scheduled: disabled or nothing left to run)
+-- ARGV[5] = '1' to leave the schedule as it is (the edit did not change when the entry runs)
+-- ARGV[6] = pub/sub channel to wake the beats on ('' = do not publish)
+-- Returns 1 when written, 0 when the stored definition was already identical,
+--         -1 when the stored definition is not the one the writer read (read again).
+local current = redis.call('HGET', KEYS[1], ARGV[1]) or ''
+if current ~= ARGV[2] then
+  return -1
+end
+redis.call('HDEL', KEYS[3], ARGV[1])
+if current == ARGV[3] then
+  return 0
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+if KEYS[5] ~= KEYS[4] then
+  redis.call('SREM', KEYS[5], ARGV[1])
+end
+redis.call('SADD', KEYS[4], ARGV[1])
+if ARGV[5] ~= '1' then
+  if ARGV[4] == '' then
+    redis.call('ZREM', KEYS[2], ARGV[1])
+  else
+    redis.call('ZADD', KEYS[2], tonumber(ARGV[4]), ARGV[1])
+  end
+end
+if ARGV[6] ~= '' then
+  redis.call('PUBLISH', ARGV[6], ARGV[1])
+end
+return 1

@@ -1,0 +1,130 @@
+"""RedisScheduler: Celery's beat ``Scheduler`` interface over a :class:`ScheduleStore`.
+
+Run it with ``celery -A proj beat -S redisbeat.RedisScheduler`` (or set
+``beat_scheduler = "redisbeat.RedisScheduler"``). Any number of beats may run at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from dataclasses import replace
+from types import FrameType
+from typing import Any
+
+from celery.beat import Scheduler
+
+from .config import Config
+from .dispatcher import Dispatcher
+from .entry import Entry
+from .store import ScheduleStore
+from .sync import CONFIG_SOURCE, config_entries
+
+log = logging.getLogger(__name__)
+
+
+class RedisScheduler(Scheduler):  # type: ignore[misc]
+    """Celery beat scheduler whose entries live in Redis, shared by every beat."""
+
+    def __init__(self, app: Any, *args: Any, **kwargs: Any) -> None:
+        config = Config.from_app(app)
+        self._config_entries: list[Entry] = []
+        self._busy = False
+        self.stop_requested = False
+        super().__init__(app, *args, **kwargs)
+        # `celery beat --max-interval` reaches the scheduler, not the settings.
+        self.config = replace(config, max_loop_interval=float(self.max_interval))
+        self.store = ScheduleStore.from_config(self.config)
+        self.dispatcher = Dispatcher(
+            self.store, self.config, self._publish, on_registered=self._sync_config
+        )
+
+    # -- Celery's interface -------------------------------------------------------------------
+
+    def setup_schedule(self) -> None:
+        # Bad static entries stop the beat at once, with the entry and field named; pushing
+        # them to Redis waits for the first tick, which survives an unreachable Redis.
+        self._config_entries = config_entries(self.app)
+        self._install_signal_handlers()
+
+    def tick(self, *args: Any, **kwargs: Any) -> float:
+        self._busy = True
+        try:
+            self.dispatcher.stop_requested = self.stop_requested
+            delay = self.dispatcher.tick()
+        finally:
+            self._busy = False
+        if self.stop_requested:
+            raise SystemExit()
+        # The wait happens here rather than in Celery's loop so a change can cut it short.
+        self.dispatcher.wait(delay)
+        return 0
+
+    @property
+    def schedule(self) -> dict[str, Any]:
+        # Entries stay in Redis: a beat never holds the whole schedule in memory.
+        return {}
+
+    @schedule.setter
+    def schedule(self, value: Any) -> None:
+        pass
+
+    def sync(self) -> None:
+        pass  # every change is written to Redis as it happens
+
+    def close(self) -> None:
+        self.dispatcher.close()
+        super().close()
+
+    @property
+    def info(self) -> str:
+        return f"redisbeat: {self.store.describe()} beat={self.dispatcher.beat_id}"
+
+    # -- the Celery side of sending -----------------------------------------------------------
+
+    def _publish(self, entry: Entry, task_id: str, due_ms: int) -> None:
+        log.info("Scheduler: Sending due task %s (%s)", entry.name, entry.task)
+        options = dict(entry.options)
+        options["headers"] = {
+            **(options.get("headers") or {}),
+            "redisbeat_entry": entry.name,
+            "redisbeat_due": due_ms,
+            "redisbeat_beat": self.dispatcher.beat_id,
+        }
+        task = self.app.tasks.get(entry.task)
+        if task is not None:
+            task.apply_async(
+                entry.args, entry.kwargs, task_id=task_id, producer=self.producer, **options
+            )
+        else:
+            self.app.send_task(
+                entry.task, entry.args, entry.kwargs, task_id=task_id, producer=self.producer,
+                **options,
+            )
+
+    def _sync_config(self) -> None:
+        report = self.store.sync_source(CONFIG_SOURCE, self._config_entries)
+        for name in report.foreign:
+            log.warning("redisbeat: beat_schedule entry %r is owned by another source; "
+                        "left as it is", name)
+        if report.added or report.updated or report.removed:
+            log.info("redisbeat: beat_schedule synced: added %s, updated %s, removed %s",
+                     report.added, report.updated, report.removed)
+
+    # -- graceful stop ------------------------------------------------------------------------
+
+    def _install_signal_handlers(self) -> None:
+        # Celery's handler raises SystemExit wherever the beat is, which could cut a batch
+        # in half; ours lets the batch in hand finish first.
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on_stop_signal)
+            signal.signal(signal.SIGINT, self._on_stop_signal)
+
+    def _on_stop_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.stop_requested = True
+        dispatcher = getattr(self, "dispatcher", None)
+        if dispatcher is not None:
+            dispatcher.stop_requested = True
+        if not self._busy:
+            raise SystemExit()

@@ -1,0 +1,400 @@
+"""ScheduleStore: the only module that talks to Redis.
+
+It owns every key (spelled in :mod:`redisbeat.keys`) and every Lua script. The public methods
+are the schedule API (add, change, remove, enable, run now, read state); the ``claim``/
+``finish``/``heartbeat`` family is what a beat uses.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from typing import Any
+
+import redis
+
+from .config import Config
+from .entry import Entry
+from .errors import CorruptEntry, EntryNotFound, OwnershipError, RedisBeatError
+from .keys import Keys
+from .records import (
+    BeatInfo,
+    ClaimBatch,
+    Claim,
+    EntryState,
+    FinishResult,
+    Outcome,
+    Quarantined,
+    SyncReport,
+)
+from .scripts import Scripts
+from .timing import from_ms
+
+log = logging.getLogger(__name__)
+
+CHUNK = 1000
+MAX_CAS_ATTEMPTS = 10
+
+
+class ScheduleStore:
+    """Periodic entries in Redis: CRUD for people and programs, claims for beats."""
+
+    def __init__(
+        self,
+        client: redis.Redis[Any],
+        *,
+        prefix: str = "redisbeat",
+        timezone: str = "UTC",
+        beat_ttl: float = 30.0,
+    ) -> None:
+        self.client = client
+        self.keys = Keys(prefix)
+        self.timezone = timezone
+        self.beat_ttl_ms = int(beat_ttl * 1000)
+        self.scripts = Scripts(client)
+        self._pubsub: Any = None
+
+    def describe(self) -> str:
+        """Where the store lives, for log lines (no password)."""
+        kw = self.client.connection_pool.connection_kwargs
+        where = kw.get("path") or f"{kw.get('host', '?')}:{kw.get('port', '?')}"
+        return f"{where} db={kw.get('db', 0)} prefix={self.keys.prefix}"
+
+    @classmethod
+    def from_config(cls, config: Config) -> ScheduleStore:
+        client = redis.Redis.from_url(
+            config.redis_url, decode_responses=True, **dict(config.redis_options)
+        )
+        return cls(
+            client,
+            prefix=config.key_prefix,
+            timezone=config.timezone,
+            beat_ttl=3 * config.heartbeat_seconds,
+        )
+
+    @classmethod
+    def from_app(cls, app: Any) -> ScheduleStore:
+        """A store with the same settings as ``celery beat -S redisbeat.RedisScheduler``."""
+        return cls.from_config(Config.from_app(app))
+
+    def close(self) -> None:
+        if self._pubsub is not None:
+            self._pubsub.close()
+            self._pubsub = None
+        self.client.close()
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def upsert(self, entry: Entry, *, force: bool = False) -> bool:
+        """Add or replace an entry; True when something changed.
+
+        An edit that leaves the timing alone (schedule, start/end, enabled) keeps the next due
+        time; any other change reschedules from now. ``force`` takes over an entry that
+        another source owns (otherwise :class:`OwnershipError`).
+        """
+        return bool(self.upsert_many([entry], force=force))
+
+    def upsert_many(self, entries: Iterable[Entry], *, force: bool = False) -> int:
+        """Add or replace many entries, pipelined; returns how many changed."""
+        written = 0
+        for chunk in _chunks(entries, CHUNK):
+            written += sum(1 for r in self._write(chunk, force=force).values() if r == "written")
+        if written:
+            self.client.publish(self.keys.events, "*")
+        return written
+
+    def _write(self, chunk: list[Entry], *, force: bool, foreign: str = "raise") -> dict[str, str]:
+        """Write a chunk with compare-and-set; result per name: written, unchanged, foreign."""
+        pending = {e.name: e.with_default_tz(self.timezone) for e in chunk}
+        results: dict[str, str] = {}
+        for _ in range(MAX_CAS_ATTEMPTS):
+            names = list(pending)
+            pipe = self.client.pipeline(transaction=False)
+            pipe.time()
+            pipe.hmget(self.keys.entries, names)
+            now_reply, olds = pipe.execute()
+            now_ms = int(now_reply[0]) * 1000 + int(now_reply[1]) // 1000
+            pipe = self.client.pipeline(transaction=False)
+            sent = []
+            for name, old_raw in zip(names, olds):
+                entry = pending[name]
+                old = _load_or_none(old_raw, name)
+                if old is not None and old.source != entry.source and not force:
+                    if foreign == "skip":
+                        results[name] = "foreign"
+                        continue
+                    raise OwnershipError(name, old.source, entry.source)
+                due = entry.first_due_ms(now_ms, self.timezone)
+                keep = old is not None and old.timing_key() == entry.timing_key()
+                self.scripts.upsert(
+                    keys=[
+                        self.keys.entries,
+                        self.keys.schedule,
+                        self.keys.quarantine,
+                        self.keys.source(entry.source),
+                        self.keys.source(old.source if old else entry.source),
+                    ],
+                    args=[name, old_raw or "", entry.dumps(), "" if due is None else due,
+                          "1" if keep else "0", ""],
+                    client=pipe,
+                )
+                sent.append(name)
+            for name, reply in zip(sent, pipe.execute()):
+                if reply != -1:
+                    results[name] = "written" if reply == 1 else "unchanged"
+                    del pending[name]
+            pending = {n: e for n, e in pending.items() if n not in results}
+            if not pending:
+                return results
+        raise RedisBeatError(f"entries changed concurrently too often: {sorted(pending)[:5]}")
+
+    def remove(self, name: str) -> bool:
+        """Remove an entry, its state and any claim on it; False when there was none."""
+        source = "api"
+        raw = self.client.hget(self.keys.entries, name)
+        old = _load_or_none(raw, name)
+        if old is not None:
+            source = old.source
+        k = self.keys
+        return bool(
+            self.scripts.remove(
+                keys=[k.entries, k.schedule, k.state, k.inflight, k.quarantine, k.source(source)],
+                args=[name, k.events],
+            )
+        )
+
+    def enable(self, name: str) -> bool:
+        return self._set_enabled(name, True)
+
+    def disable(self, name: str) -> bool:
+        return self._set_enabled(name, False)
+
+    def _set_enabled(self, name: str, enabled: bool) -> bool:
+        from dataclasses import replace
+
+        entry = self.get(name)
+        return entry.enabled != enabled and self.upsert(replace(entry, enabled=enabled), force=True)
+
+    def run_now(self, name: str) -> None:
+        """Make an entry due at once (its schedule continues afterwards)."""
+        if not self.scripts.run_now(
+            keys=[self.keys.entries, self.keys.schedule], args=[name, self.keys.events]
+        ):
+            raise EntryNotFound(name)
+
+    def sync_source(self, source: str, entries: Iterable[Entry]) -> SyncReport:
+        """Make the entries owned by ``source`` exactly ``entries``.
+
+        Entries of that source not given are removed; names owned by another source are left
+        alone and reported in ``foreign``.
+        """
+        wanted = {e.name: e for e in entries}
+        for entry in wanted.values():
+            if entry.source != source:
+                raise ValueError(f"entry {entry.name!r} has source {entry.source!r}, not {source!r}")
+        owned = set(self.client.smembers(self.keys.source(source)))
+        stored = set(owned)
+        results: dict[str, str] = {}
+        for chunk in _chunks(wanted.values(), CHUNK):
+            results.update(self._write(chunk, force=False, foreign="skip"))
+        removed = [n for n in sorted(owned - set(wanted)) if self.remove(n)]
+        report = SyncReport(
+            added=sorted(n for n, r in results.items() if r == "written" and n not in stored),
+            updated=sorted(n for n, r in results.items() if r == "written" and n in stored),
+            removed=removed,
+            unchanged=sum(1 for r in results.values() if r == "unchanged"),
+            foreign=sorted(n for n, r in results.items() if r == "foreign"),
+        )
+        if report.added or report.updated:
+            self.client.publish(self.keys.events, "*")
+        return report
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def get(self, name: str) -> Entry:
+        raw = self.client.hget(self.keys.entries, name)
+        if raw is None:
+            raise EntryNotFound(name)
+        return Entry.loads(raw, name)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and bool(self.client.hexists(self.keys.entries, name))
+
+    def __len__(self) -> int:
+        return int(self.client.hlen(self.keys.entries))
+
+    def __iter__(self) -> Iterator[Entry]:
+        """Every loadable entry (corrupt ones are logged and skipped), scanned in pages."""
+        for name, raw in self.client.hscan_iter(self.keys.entries, count=CHUNK):
+            try:
+                yield Entry.loads(raw, name)
+            except CorruptEntry as exc:
+                log.warning("redisbeat: skipping corrupt entry: %s", exc)
+
+    def names(self, source: str) -> set[str]:
+        """Names of the entries a source owns."""
+        return set(self.client.smembers(self.keys.source(source)))
+
+    def state(self, name: str) -> EntryState:
+        states = self.states([name])
+        if not states[0].next_run_at and name not in self:
+            raise EntryNotFound(name)
+        return states[0]
+
+    def states(self, names: list[str]) -> list[EntryState]:
+        """Run state of many entries in one round trip."""
+        if not names:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zmscore(self.keys.schedule, names)
+        pipe.hmget(self.keys.state, names)
+        pipe.hmget(self.keys.inflight, names)
+        scores, states, claims = pipe.execute()
+        return [_state(n, sc, st, cl) for n, sc, st, cl in zip(names, scores, states, claims)]
+
+    def beats(self) -> list[BeatInfo]:
+        """Beats whose last heartbeat is recent enough to count as alive."""
+        now = self.now_ms()
+        rows = self.client.zrangebyscore(
+            self.keys.beats, now - self.beat_ttl_ms, "+inf", withscores=True
+        )
+        return [_beat_info(beat_id, int(score)) for beat_id, score in rows]
+
+    def quarantined(self) -> dict[str, Quarantined]:
+        out = {}
+        for name, raw in self.client.hgetall(self.keys.quarantine).items():
+            data = json.loads(raw)
+            out[name] = Quarantined(
+                name=name,
+                definition=data["definition"],
+                error=data["error"],
+                at=from_ms(int(data["at"])),
+                by=data["by"],
+            )
+        return out
+
+    def now_ms(self) -> int:
+        """The Redis server's clock, the one clock every beat shares."""
+        seconds, micros = self.client.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
+    # -- what beats use -----------------------------------------------------------------------
+
+    def claim(self, beat_id: str, lease_ms: int, batch_size: int) -> ClaimBatch:
+        k = self.keys
+        reply = self.scripts.claim(
+            keys=[k.schedule, k.entries, k.inflight], args=[beat_id, lease_ms, batch_size]
+        )
+        now, earliest = int(reply[0]), int(reply[1])
+        claims = [
+            Claim(name=reply[i], definition=reply[i + 1], due_ms=int(reply[i + 2]),
+                  recovered=reply[i + 3] == 1)
+            for i in range(2, len(reply), 4)
+        ]
+        return ClaimBatch(now, now + lease_ms, None if earliest < 0 else earliest, claims)
+
+    def finish(self, beat_id: str, lease_until_ms: int, outcomes: list[Outcome]) -> FinishResult:
+        """Reschedule, record or hand back claimed entries (only those still this beat's)."""
+        args: list[Any] = [beat_id, lease_until_ms]
+        for o in outcomes:
+            args += [o.name, o.action, "" if o.next_due_ms is None else o.next_due_ms, o.task_id]
+        k = self.keys
+        finished, now, earliest = self.scripts.finish(
+            keys=[k.schedule, k.inflight, k.state], args=args
+        )
+        return FinishResult(int(finished), int(now), None if earliest < 0 else int(earliest))
+
+    def quarantine(self, name: str, definition: str, error: str, by: str) -> bool:
+        k = self.keys
+        return bool(
+            self.scripts.quarantine(
+                keys=[k.entries, k.schedule, k.inflight, k.quarantine],
+                args=[name, definition, error, by],
+            )
+        )
+
+    def heartbeat(self, beat_id: str) -> bool:
+        """Refresh a beat's heartbeat; True when it was not registered (new, or data lost)."""
+        _, added = self.scripts.heartbeat(keys=[self.keys.beats], args=[beat_id, self.beat_ttl_ms])
+        return bool(added)
+
+    def deregister(self, beat_id: str) -> None:
+        self.client.zrem(self.keys.beats, beat_id)
+
+    def subscribe(self) -> None:
+        """Start listening for changes (before the first claim, so none is missed)."""
+        if self._pubsub is None:
+            pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+            try:
+                pubsub.subscribe(self.keys.events)
+            except redis.RedisError:
+                pubsub.close()
+                raise
+            self._pubsub = pubsub
+
+    def wait_for_change(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds for a change; True when one arrived."""
+        import time
+
+        self.subscribe()
+        deadline = time.monotonic() + timeout
+        try:
+            while (remaining := deadline - time.monotonic()) > 0:
+                message = self._pubsub.get_message(timeout=remaining)
+                if message is not None and message.get("type") == "message":
+                    # A burst of changes needs one claim, not one per message.
+                    while self._pubsub.get_message(timeout=0) is not None:
+                        pass
+                    return True
+        except (redis.RedisError, OSError):
+            self._pubsub.close()
+            self._pubsub = None
+            raise
+        return False
+
+
+def _chunks(items: Iterable[Entry], size: int) -> Iterator[list[Entry]]:
+    iterator = iter(items)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
+
+
+def _load_or_none(raw: str | None, name: str) -> Entry | None:
+    if raw is None:
+        return None
+    try:
+        return Entry.loads(raw, name)
+    except CorruptEntry:
+        return None
+
+
+def _state(name: str, score: float | None, raw: str | None, claim: str | None) -> EntryState:
+    data: dict[str, Any] = {}
+    if raw:
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            data = {}
+    ms = lambda key: from_ms(int(data[key])) if data.get(key) is not None else None  # noqa: E731
+    return EntryState(
+        name=name,
+        next_run_at=from_ms(int(score)) if score is not None else None,
+        last_run_at=ms("last_run_at"),
+        last_sent_at=ms("last_sent_at"),
+        total_run_count=int(data.get("total_run_count") or 0),
+        last_task_id=data.get("last_task_id"),
+        last_beat=data.get("last_beat"),
+        running=claim is not None,
+    )
+
+
+def _beat_info(beat_id: str, score: int) -> BeatInfo:
+    hostname, pid, _ = (beat_id.rsplit(":", 2) + ["", ""])[:3]
+    return BeatInfo(
+        id=beat_id,
+        hostname=hostname,
+        pid=int(pid) if pid.isdigit() else 0,
+        last_seen=from_ms(score),
+    )

@@ -1,0 +1,81 @@
+"""Static ``app.conf.beat_schedule`` entries, turned into redisbeat entries."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from celery.schedules import crontab, schedule
+
+from .entry import Entry
+from .errors import InvalidEntry
+from .schedules import Interval, as_schedule
+
+CONFIG_SOURCE = "config"
+#: Keys a ``beat_schedule`` item may have: Celery's own, then redisbeat's.
+CELERY_KEYS = {"task", "schedule", "args", "kwargs", "options", "relative"}
+REDISBEAT_KEYS = {
+    "enabled", "start_at", "end_at", "one_off", "catch_up", "grace", "description",
+}
+
+
+def config_entries(app: Any) -> list[Entry]:
+    """The entries ``app.conf.beat_schedule`` asks for, plus Celery's default ones.
+
+    Raises :class:`InvalidEntry` naming the entry and the field on the first bad item.
+    """
+    items: dict[str, Any] = dict(_default_items(app))
+    items.update(app.conf.beat_schedule or {})
+    return [_entry(name, item) for name, item in items.items()]
+
+
+def _entry(name: str, item: Any) -> Entry:
+    if not isinstance(item, Mapping):
+        raise InvalidEntry(str(name), "beat_schedule", "must be a dict with 'task' and 'schedule'")
+    unknown = set(item) - CELERY_KEYS - REDISBEAT_KEYS
+    if unknown:
+        raise InvalidEntry(name, sorted(unknown)[0], "unknown beat_schedule field")
+    for required in ("task", "schedule"):
+        if required not in item:
+            raise InvalidEntry(name, required, "is required")
+    fields = {k: v for k, v in item.items() if k in REDISBEAT_KEYS}
+    return Entry(
+        name=name,
+        task=item["task"],
+        schedule=_schedule(name, item["schedule"], bool(item.get("relative", False))),
+        args=item.get("args") or (),
+        kwargs=item.get("kwargs") or {},
+        options=item.get("options") or {},
+        source=CONFIG_SOURCE,
+        **fields,
+    )
+
+
+def _schedule(name: str, value: Any, relative: bool) -> Any:
+    if relative and isinstance(value, (int, float, timedelta, schedule)) and not isinstance(
+        value, crontab
+    ):
+        interval = as_schedule(value)
+        assert isinstance(interval, Interval)
+        return Interval(every=interval.every, relative=True)
+    if isinstance(value, datetime) and value.tzinfo is None:
+        raise InvalidEntry(name, "schedule", "a one-off datetime must be time-zone aware")
+    return value
+
+
+def _default_items(app: Any) -> Mapping[str, Any]:
+    # Celery's own beat adds this entry when results need cleaning up by a task.
+    try:
+        needs_cleanup = app.conf.result_expires and not app.backend.supports_autoexpire
+    except Exception:  # a misconfigured result backend is the worker's problem, not beat's
+        needs_cleanup = False
+    if not needs_cleanup:
+        return {}
+    return {
+        "celery.backend_cleanup": {
+            "task": "celery.backend_cleanup",
+            "schedule": crontab("0", "4", "*"),
+            "options": {"expires": 12 * 3600},
+        }
+    }

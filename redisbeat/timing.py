@@ -1,0 +1,206 @@
+"""Next-occurrence arithmetic for every schedule kind: pure functions, no I/O.
+
+``next_due_ms`` works on integer milliseconds since the Unix epoch and is what the
+scheduler calls on its hot path; ``next_due`` is the datetime face of the same computation.
+
+Crontab and Cron name wall-clock times, enumerated naively with croniter and then placed
+on the time line with two DST rules: a wall time skipped by a spring-forward gap fires at
+the transition (the first instant after the gap); a wall time repeated by a fall-back
+overlap fires at its first occurrence only. Both keep the instant non-decreasing in the
+wall time, so one forward scan finds the first occurrence strictly after a given instant.
+"""
+
+from __future__ import annotations
+
+import importlib
+from datetime import datetime, timedelta, timezone, tzinfo
+from functools import lru_cache
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from celery import schedules as celery_schedules
+from croniter import CroniterBadDateError, croniter
+
+from redisbeat.schedules import (
+    Clocked,
+    Cron,
+    Crontab,
+    Interval,
+    Schedule,
+    Solar,
+    as_schedule,
+    cron_spec,
+    get_zone,
+)
+
+__all__ = ["from_ms", "next_due", "next_due_ms", "to_ms"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH_NAIVE = datetime(1970, 1, 1)
+_MS = timedelta(milliseconds=1)
+_SECOND = timedelta(seconds=1)
+# Like celery's solar: polar days and nights are shorter than a year.
+_SOLAR_SEARCH_DAYS = 366
+
+
+def to_ms(dt: datetime) -> int:
+    """Milliseconds since the Unix epoch of an aware datetime (floored)."""
+    if dt.utcoffset() is None:
+        raise ValueError(f"expected a timezone-aware datetime, got naive {dt}")
+    return (dt - _EPOCH) // _MS
+
+
+def from_ms(ms: int) -> datetime:
+    """The aware UTC datetime ``ms`` milliseconds after the Unix epoch."""
+    return _EPOCH + timedelta(milliseconds=ms)
+
+
+def next_due_ms(
+    schedule: Schedule, after_ms: int, *, anchor_ms: int | None = None, tz: str = "UTC"
+) -> int | None:
+    """The first occurrence strictly after ``after_ms``, or None if there is none.
+
+    ``anchor_ms`` places an Interval's grid (ignored when relative, which uses the epoch);
+    ``tz`` is the zone for a Crontab/Cron whose own ``tz`` is None.
+    """
+    if isinstance(schedule, Interval):
+        return _next_interval(schedule, after_ms, anchor_ms)
+    if isinstance(schedule, (Crontab, Cron)):
+        return _next_wall_clock(schedule, after_ms, get_zone(schedule.tz or tz))
+    return _next_other(schedule, after_ms)
+
+
+def next_due(
+    schedule: object, after: datetime, *, anchor: datetime | None = None
+) -> datetime | None:
+    """The first occurrence strictly after ``after`` as an aware UTC datetime, or None.
+
+    ``schedule`` is anything ``as_schedule`` accepts. Works at millisecond precision. A
+    Crontab/Cron without its own zone runs in the zone of ``after``, which must then be a
+    ``ZoneInfo`` or a fixed-offset ``datetime.timezone`` (a fixed offset has no DST).
+    """
+    if after.utcoffset() is None:
+        raise ValueError(f"next_due needs a timezone-aware 'after', got naive {after}")
+    sched = as_schedule(schedule)
+    after_ms = to_ms(after)
+    if isinstance(sched, (Crontab, Cron)):
+        zone = get_zone(sched.tz) if sched.tz else _zone_of(after)
+        due = _next_wall_clock(sched, after_ms, zone)
+    else:
+        anchor_ms = None if anchor is None else to_ms(anchor)
+        due = next_due_ms(sched, after_ms, anchor_ms=anchor_ms)
+    return None if due is None else from_ms(due)
+
+
+def _zone_of(after: datetime) -> tzinfo:
+    zone = after.tzinfo
+    if isinstance(zone, (ZoneInfo, timezone)):
+        return zone
+    raise ValueError(
+        f"cannot run a crontab in the zone of 'after' ({zone!r}): use a zoneinfo.ZoneInfo "
+        "or datetime.timezone for 'after', or give the schedule a tz"
+    )
+
+
+def _next_interval(schedule: Interval, after_ms: int, anchor_ms: int | None) -> int:
+    every_ms = round(schedule.every * 1000)
+    if schedule.relative:
+        anchor_ms = 0
+    if anchor_ms is None:
+        return after_ms + every_ms
+    # Floor division keeps the grid exact for anchors on either side of after_ms.
+    return anchor_ms + ((after_ms - anchor_ms) // every_ms + 1) * every_ms
+
+
+def _next_other(schedule: Schedule, after_ms: int) -> int | None:
+    if isinstance(schedule, Clocked):
+        at_ms = to_ms(schedule.at)
+        return at_ms if at_ms > after_ms else None
+    if isinstance(schedule, Solar):
+        return _next_solar(schedule, after_ms)
+    raise TypeError(f"not a schedule: {schedule!r}")
+
+
+def _offset_s(dt: datetime) -> int:
+    offset = dt.utcoffset()
+    return 0 if offset is None else offset // _SECOND
+
+
+def _offset_at(zone: tzinfo, instant_s: int) -> int:
+    return _offset_s(datetime.fromtimestamp(instant_s, zone))
+
+
+def _first_change(zone: tzinfo, lo_s: int, hi_s: int) -> int:
+    """The first second in (lo_s, hi_s] whose UTC offset differs from lo_s's."""
+    before = _offset_at(zone, lo_s)
+    while hi_s - lo_s > 1:
+        mid = (lo_s + hi_s) // 2
+        if _offset_at(zone, mid) == before:
+            lo_s = mid
+        else:
+            hi_s = mid
+    return hi_s
+
+
+def _localise(wall: datetime, zone: tzinfo) -> int:
+    """The instant (epoch seconds) at which naive wall time ``wall`` fires in ``zone``."""
+    wall_s = (wall - _EPOCH_NAIVE) // _SECOND
+    first = _offset_s(wall.replace(tzinfo=zone, fold=0))
+    second = _offset_s(wall.replace(tzinfo=zone, fold=1))
+    if first >= second:  # unambiguous, or repeated: fold=0 is the first occurrence
+        return wall_s - first
+    # Skipped by a gap: fold=1 reads it with the later offset (an instant before the
+    # transition), fold=0 with the earlier one (after it); the transition lies between.
+    return _first_change(zone, wall_s - second, wall_s - first)
+
+
+def _scan_start(after_s: int, zone: tzinfo) -> datetime:
+    """The naive wall time to scan forward from for occurrences after ``after_s``."""
+    local = datetime.fromtimestamp(after_s, zone)
+    earlier = _offset_s(local.replace(fold=0))
+    delta = earlier - _offset_s(local)
+    if local.fold == 1 and delta > 0:
+        # In the second pass of a repeated hour every wall time up to the hour's end maps
+        # to its first pass, already gone; jump past it rather than skip each candidate.
+        transition = _first_change(zone, after_s - delta, after_s)
+        return _EPOCH_NAIVE + timedelta(seconds=transition + earlier - 1)
+    return local.replace(tzinfo=None)
+
+
+def _next_wall_clock(schedule: Crontab | Cron, after_ms: int, zone: tzinfo) -> int | None:
+    spec = cron_spec(schedule)
+    start = _scan_start(after_ms // 1000, zone)
+    walls = croniter(spec.expr, start, day_or=spec.day_or, second_at_beginning=spec.seconds_first)
+    try:
+        while True:
+            due_ms: int = _localise(walls.get_next(datetime), zone) * 1000
+            if due_ms > after_ms:  # earlier ones are first passes of a repeated hour
+                return due_ms
+    except CroniterBadDateError:  # nothing within croniter's 50-year search window
+        return None
+
+
+@lru_cache(maxsize=256)
+def _celery_solar(schedule: Solar) -> Any:
+    return celery_schedules.solar(schedule.event, schedule.lat, schedule.lon)  # type: ignore[arg-type]
+
+
+def _next_solar(schedule: Solar, after_ms: int) -> int | None:
+    ephem: Any = importlib.import_module("ephem")  # optional dependency, untyped
+    proto = _celery_solar(schedule)
+    observer = proto.cal.copy()  # observers are mutable: one per call, for threads
+    observer.date = _EPOCH_NAIVE + timedelta(milliseconds=after_ms)
+    kwargs = {"use_center": True} if proto.use_center else {}
+    sun = ephem.Sun()
+    start = observer.date
+    for _ in range(_SOLAR_SEARCH_DAYS):
+        try:
+            event = getattr(observer, proto.method)(sun, start=start, **kwargs)
+        except ephem.CircumpolarError:  # no such event that day: try the next one
+            start = observer.next_antitransit(sun, start=start)
+            continue
+        due_ms = to_ms(event.datetime().replace(tzinfo=timezone.utc))
+        if due_ms > after_ms:
+            return due_ms
+        start = ephem.Date(event + ephem.second)
+    return None

@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+import signal
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from redisbeat import ScheduleStore
+from servers import Beats, RedisServer
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"t{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def client(redis_server: RedisServer) -> Iterator[redis.Redis]:
+    c = redis.Redis.from_url(redis_server.url(), decode_responses=True)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def store(redis_server: RedisServer, prefix: str) -> Iterator[ScheduleStore]:
+    c = redis.Redis.from_url(redis_server.url(), decode_responses=True)
+    s = ScheduleStore(c, prefix=prefix, timezone="UTC")
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A persistent redis-server of this test's own, free to be restarted."""
+    server = RedisServer(tmp_path / "redis", persistent=True)
+    server.directory.mkdir()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def beats_for(tmp_path: Path) -> Iterator[object]:
+    """Factory: beats_for(server, prefix, **env) -> Beats; every beat is stopped at the end."""
+    made: list[Beats] = []
+
+    def make(server: RedisServer, prefix: str, **env: str) -> Beats:
+        beats = Beats(tmp_path, {
+            "TEST_BROKER_URL": server.url(1),
+            "TEST_STORE_URL": server.url(0),
+            "TEST_PREFIX": prefix,
+            **env,
+        })
+        made.append(beats)
+        return beats
+
+    yield make
+    for beats in made:
+        beats.stop_all()
+
+
+@pytest.fixture
+def keep_signal_handlers() -> Iterator[None]:
+    """In-process schedulers install SIGTERM/SIGINT handlers; put pytest's back afterwards."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)

@@ -1,0 +1,48 @@
+"""The Celery project the beat-process tests run, configured from the environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from celery import Celery
+from celery.signals import after_task_publish
+
+app = Celery("proj")
+app.conf.broker_url = os.environ["TEST_BROKER_URL"]
+app.conf.redisbeat_redis_url = os.environ["TEST_STORE_URL"]
+app.conf.redisbeat_key_prefix = os.environ.get("TEST_PREFIX", "redisbeat")
+app.conf.redisbeat_lease_seconds = float(os.environ.get("TEST_LEASE", "30"))
+app.conf.redisbeat_heartbeat_seconds = float(os.environ.get("TEST_HEARTBEAT", "10"))
+app.conf.redisbeat_batch_size = int(os.environ.get("TEST_BATCH", "100"))
+app.conf.beat_max_loop_interval = float(os.environ.get("TEST_MAX_INTERVAL", "60"))
+app.conf.timezone = "UTC"
+app.conf.beat_schedule = {
+    name: {**item, "schedule": float(item["schedule"])}
+    for name, item in json.loads(os.environ.get("TEST_BEAT_SCHEDULE", "{}")).items()
+}
+
+
+@app.task(name="proj.ping")
+def ping(*args: Any, **kwargs: Any) -> None:
+    pass
+
+
+_published = 0
+
+
+@after_task_publish.connect
+def _freeze_mid_batch(**kwargs: Any) -> None:
+    """Test hook: after the Nth send, say so in a file and hang, so a test can kill -9 us."""
+    global _published
+    marker = os.environ.get("TEST_FREEZE_MARKER")
+    if not marker:
+        return
+    _published += 1
+    if _published == int(os.environ.get("TEST_FREEZE_AFTER", "3")):
+        headers = kwargs.get("headers") or {}
+        Path(marker).write_text(json.dumps({"id": headers.get("id")}))
+        time.sleep(3600)
