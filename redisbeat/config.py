@@ -65,7 +65,10 @@ class Config:
         """Read the ``redisbeat_*`` settings (and the broker URL as a default) from a Celery app."""
         conf = app.conf
         _reject_unknown_settings(conf)
-        get = lambda name: conf.get(f"redisbeat_{name}", DEFAULTS[name])  # noqa: E731
+
+        def get(name: str) -> Any:
+            return conf.get(f"redisbeat_{name}", DEFAULTS[name])
+
         options = dict(get("redis_options") or {})
         url = get("redis_url")
         if not url:

@@ -92,7 +92,7 @@ class Dispatcher:
         for claim in batch.claims:
             if self.stop_requested or time.monotonic() > deadline:
                 # Not started: hand it back so another beat sends it now.
-                outcomes.append(Outcome(claim.name, "release"))
+                outcomes.append(Outcome(claim.name, "release", claim.due_ms))
                 continue
             try:
                 entry = Entry.loads(claim.definition, claim.name)
@@ -108,15 +108,19 @@ class Dispatcher:
         # A recovered claim was already decided (and maybe sent) by a beat that died: send
         # the same occurrence again, whatever its lateness now.
         if not recovered and entry.is_missed(due_ms, now_ms):
-            log.info("redisbeat: %s missed its occurrence due %d ms ago; skipped (catch_up=%s)",
-                     entry.name, now_ms - due_ms, entry.catch_up)
-            return Outcome(entry.name, "skipped", next_due)
+            log.info(
+                "redisbeat: %s missed its occurrence due %d ms ago; skipped (catch_up=%s)",
+                entry.name,
+                now_ms - due_ms,
+                entry.catch_up,
+            )
+            return Outcome(entry.name, "skipped", due_ms, next_due)
         try:
             self.publish(entry, task_id, due_ms)
         except Exception:
             log.exception("redisbeat: could not send %s; handing it back", entry.name)
-            return Outcome(entry.name, "release")
-        return Outcome(entry.name, "sent", next_due, task_id)
+            return Outcome(entry.name, "release", due_ms)
+        return Outcome(entry.name, "sent", due_ms, next_due, task_id)
 
     def _finish_leftovers(self) -> FinishResult | None:
         if self._unfinished is None:
@@ -164,17 +168,23 @@ class Dispatcher:
 
     def _backoff(self, exc: BaseException | None) -> float:
         self._failures += 1
-        delay = min(MAX_BACKOFF, MIN_BACKOFF * 2 ** (self._failures - 1))
+        delay = min(MAX_BACKOFF, MIN_BACKOFF * 2.0 ** (self._failures - 1))
         if exc is not None and self._down_since is None:
             self._down_since = time.monotonic()
-            log.error("redisbeat: Redis at %s is unavailable (%s: %s); retrying with backoff",
-                      self.store.describe(), type(exc).__name__, exc)
+            log.error(
+                "redisbeat: Redis at %s is unavailable (%s: %s); retrying with backoff",
+                self.store.describe(),
+                type(exc).__name__,
+                exc,
+            )
         return delay
 
     def _recovered(self) -> None:
         if self._down_since is not None:
-            log.warning("redisbeat: Redis is available again after %.1f s",
-                        time.monotonic() - self._down_since)
+            log.warning(
+                "redisbeat: Redis is available again after %.1f s",
+                time.monotonic() - self._down_since,
+            )
             self._down_since = None
 
     def close(self) -> None:

@@ -80,6 +80,7 @@ class Outcome:
 
     name: str
     action: Action
+    due_ms: int
     next_due_ms: int | None = None
     task_id: str = ""
 

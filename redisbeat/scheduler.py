@@ -24,7 +24,7 @@ from .sync import CONFIG_SOURCE, config_entries
 log = logging.getLogger(__name__)
 
 
-class RedisScheduler(Scheduler):  # type: ignore[misc]
+class RedisScheduler(Scheduler):
     """Celery beat scheduler whose entries live in Redis, shared by every beat."""
 
     def __init__(self, app: Any, *args: Any, **kwargs: Any) -> None:
@@ -34,7 +34,7 @@ class RedisScheduler(Scheduler):  # type: ignore[misc]
         self.stop_requested = False
         super().__init__(app, *args, **kwargs)
         # `celery beat --max-interval` reaches the scheduler, not the settings.
-        self.config = replace(config, max_loop_interval=float(self.max_interval))
+        self.config = replace(config, max_loop_interval=float(self.max_interval or 300))
         self.store = ScheduleStore.from_config(self.config)
         self.dispatcher = Dispatcher(
             self.store, self.config, self._publish, on_registered=self._sync_config
@@ -95,22 +95,35 @@ class RedisScheduler(Scheduler):  # type: ignore[misc]
         task = self.app.tasks.get(entry.task)
         if task is not None:
             task.apply_async(
-                entry.args, entry.kwargs, task_id=task_id, producer=self.producer, **options
+                tuple(entry.args),
+                dict(entry.kwargs),
+                task_id=task_id,
+                producer=self.producer,
+                **options,
             )
         else:
             self.app.send_task(
-                entry.task, entry.args, entry.kwargs, task_id=task_id, producer=self.producer,
+                entry.task,
+                entry.args,
+                dict(entry.kwargs),
+                task_id=task_id,
+                producer=self.producer,
                 **options,
             )
 
     def _sync_config(self) -> None:
         report = self.store.sync_source(CONFIG_SOURCE, self._config_entries)
         for name in report.foreign:
-            log.warning("redisbeat: beat_schedule entry %r is owned by another source; "
-                        "left as it is", name)
+            log.warning(
+                "redisbeat: beat_schedule entry %r is owned by another source; left as it is", name
+            )
         if report.added or report.updated or report.removed:
-            log.info("redisbeat: beat_schedule synced: added %s, updated %s, removed %s",
-                     report.added, report.updated, report.removed)
+            log.info(
+                "redisbeat: beat_schedule synced: added %s, updated %s, removed %s",
+                report.added,
+                report.updated,
+                report.removed,
+            )
 
     # -- graceful stop ------------------------------------------------------------------------
 

@@ -74,10 +74,11 @@ def get_zone(name: str) -> ZoneInfo:
 
 
 def _check_tz(tz: object) -> None:
-    if tz is not None and not isinstance(tz, str):
+    if tz is None:
+        return
+    if not isinstance(tz, str):
         raise InvalidSchedule("schedule.tz", f"must be a zone name or None, got {tz!r}")
-    if tz is not None:
-        get_zone(tz)
+    get_zone(tz)
 
 
 def _check_number(field: str, value: object) -> float:
@@ -163,7 +164,7 @@ class Solar:
     lon: float
 
     def __post_init__(self) -> None:
-        if self.event not in SOLAR_EVENTS:
+        if not isinstance(self.event, str) or self.event not in SOLAR_EVENTS:
             raise InvalidSchedule(
                 "schedule.event",
                 f"unknown solar event {self.event!r}; expected one of {sorted(SOLAR_EVENTS)}",
@@ -213,15 +214,9 @@ def _crontab_expr(minute: str, hour: str, dow: str, dom: str, moy: str) -> str:
         ct: Any = celery_schedules.crontab(**fields)
     except ValueError:  # every field is fine alone: the days and months never meet
         raise InvalidSchedule("schedule.day_of_month", f"never fires: {shown}") from None
-    expr = " ".join(
-        (
-            _field_expr(ct.minute, 60),
-            _field_expr(ct.hour, 24),
-            _field_expr(ct.day_of_month, 31),
-            _field_expr(ct.month_of_year, 12),
-            _field_expr(ct.day_of_week, 7),  # Celery and croniter both count Sunday as 0
-        )
-    )
+    # In croniter's field order; Celery and croniter both count Sunday as day 0.
+    sets = (ct.minute, ct.hour, ct.day_of_month, ct.month_of_year, ct.day_of_week)
+    expr = " ".join(_field_expr(v, n) for v, n in zip(sets, (60, 24, 31, 12, 7), strict=True))
     _check_fires(CronSpec(expr, False, False), "schedule.day_of_month", shown)
     return expr
 
@@ -291,13 +286,7 @@ def as_schedule(value: object) -> Schedule:
     raise InvalidSchedule("schedule", f"unsupported schedule type {type(value).__name__}")
 
 
-_KINDS: dict[type[Any], str] = {
-    Interval: "interval",
-    Crontab: "crontab",
-    Cron: "cron",
-    Clocked: "clocked",
-    Solar: "solar",
-}
+_KINDS = {cls: cls.__name__.lower() for cls in (Interval, Crontab, Cron, Clocked, Solar)}
 _CLASSES = {kind: cls for cls, kind in _KINDS.items()}
 _NUMBER = (int, float)
 _ZONE = (str, type(None))

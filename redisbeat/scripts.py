@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from functools import cache
 from importlib.resources import files
-from typing import Any
 
 import redis
 from redis.commands.core import Script
@@ -20,7 +19,7 @@ def source(name: str) -> str:
 class Scripts:
     """One registered :class:`~redis.commands.core.Script` per Lua file."""
 
-    def __init__(self, client: redis.Redis[Any]) -> None:
+    def __init__(self, client: redis.Redis) -> None:
         for name in NAMES:
             setattr(self, name, client.register_script(source(name)))
 

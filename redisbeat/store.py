@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Iterator
+from datetime import datetime
 from itertools import islice
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -21,8 +22,8 @@ from .errors import CorruptEntry, EntryNotFound, OwnershipError, RedisBeatError
 from .keys import Keys
 from .records import (
     BeatInfo,
-    ClaimBatch,
     Claim,
+    ClaimBatch,
     EntryState,
     FinishResult,
     Outcome,
@@ -43,7 +44,7 @@ class ScheduleStore:
 
     def __init__(
         self,
-        client: redis.Redis[Any],
+        client: redis.Redis,
         *,
         prefix: str = "redisbeat",
         timezone: str = "UTC",
@@ -118,7 +119,7 @@ class ScheduleStore:
             now_ms = int(now_reply[0]) * 1000 + int(now_reply[1]) // 1000
             pipe = self.client.pipeline(transaction=False)
             sent = []
-            for name, old_raw in zip(names, olds):
+            for name, old_raw in zip(names, olds, strict=False):
                 entry = pending[name]
                 old = _load_or_none(old_raw, name)
                 if old is not None and old.source != entry.source and not force:
@@ -136,12 +137,18 @@ class ScheduleStore:
                         self.keys.source(entry.source),
                         self.keys.source(old.source if old else entry.source),
                     ],
-                    args=[name, old_raw or "", entry.dumps(), "" if due is None else due,
-                          "1" if keep else "0", ""],
+                    args=[
+                        name,
+                        old_raw or "",
+                        entry.dumps(),
+                        "" if due is None else due,
+                        "1" if keep else "0",
+                        "",
+                    ],
                     client=pipe,
                 )
                 sent.append(name)
-            for name, reply in zip(sent, pipe.execute()):
+            for name, reply in zip(sent, pipe.execute(), strict=False):
                 if reply != -1:
                     results[name] = "written" if reply == 1 else "unchanged"
                     del pending[name]
@@ -154,7 +161,7 @@ class ScheduleStore:
         """Remove an entry, its state and any claim on it; False when there was none."""
         source = "api"
         raw = self.client.hget(self.keys.entries, name)
-        old = _load_or_none(raw, name)
+        old = _load_or_none(_text_or_none(raw), name)
         if old is not None:
             source = old.source
         k = self.keys
@@ -193,8 +200,10 @@ class ScheduleStore:
         wanted = {e.name: e for e in entries}
         for entry in wanted.values():
             if entry.source != source:
-                raise ValueError(f"entry {entry.name!r} has source {entry.source!r}, not {source!r}")
-        owned = set(self.client.smembers(self.keys.source(source)))
+                raise ValueError(
+                    f"entry {entry.name!r} has source {entry.source!r}, not {source!r}"
+                )
+        owned = self.names(source)
         stored = set(owned)
         results: dict[str, str] = {}
         for chunk in _chunks(wanted.values(), CHUNK):
@@ -235,7 +244,7 @@ class ScheduleStore:
 
     def names(self, source: str) -> set[str]:
         """Names of the entries a source owns."""
-        return set(self.client.smembers(self.keys.source(source)))
+        return {_text(n) for n in self.client.smembers(self.keys.source(source))}
 
     def state(self, name: str) -> EntryState:
         states = self.states([name])
@@ -252,7 +261,10 @@ class ScheduleStore:
         pipe.hmget(self.keys.state, names)
         pipe.hmget(self.keys.inflight, names)
         scores, states, claims = pipe.execute()
-        return [_state(n, sc, st, cl) for n, sc, st, cl in zip(names, scores, states, claims)]
+        return [
+            _state(n, sc, st, cl)
+            for n, sc, st, cl in zip(names, scores, states, claims, strict=False)
+        ]
 
     def beats(self) -> list[BeatInfo]:
         """Beats whose last heartbeat is recent enough to count as alive."""
@@ -260,12 +272,13 @@ class ScheduleStore:
         rows = self.client.zrangebyscore(
             self.keys.beats, now - self.beat_ttl_ms, "+inf", withscores=True
         )
-        return [_beat_info(beat_id, int(score)) for beat_id, score in rows]
+        pairs = cast("list[tuple[Any, Any]]", rows)  # redis-py types this loosely
+        return [_beat_info(_text(beat_id), int(score)) for beat_id, score in pairs]
 
     def quarantined(self) -> dict[str, Quarantined]:
         out = {}
-        for name, raw in self.client.hgetall(self.keys.quarantine).items():
-            data = json.loads(raw)
+        for key, raw in self.client.hgetall(self.keys.quarantine).items():
+            data, name = json.loads(raw), _text(key)
             out[name] = Quarantined(
                 name=name,
                 definition=data["definition"],
@@ -289,8 +302,12 @@ class ScheduleStore:
         )
         now, earliest = int(reply[0]), int(reply[1])
         claims = [
-            Claim(name=reply[i], definition=reply[i + 1], due_ms=int(reply[i + 2]),
-                  recovered=reply[i + 3] == 1)
+            Claim(
+                name=reply[i],
+                definition=reply[i + 1],
+                due_ms=int(reply[i + 2]),
+                recovered=reply[i + 3] == 1,
+            )
             for i in range(2, len(reply), 4)
         ]
         return ClaimBatch(now, now + lease_ms, None if earliest < 0 else earliest, claims)
@@ -299,10 +316,11 @@ class ScheduleStore:
         """Reschedule, record or hand back claimed entries (only those still this beat's)."""
         args: list[Any] = [beat_id, lease_until_ms]
         for o in outcomes:
-            args += [o.name, o.action, "" if o.next_due_ms is None else o.next_due_ms, o.task_id]
+            nxt = "" if o.next_due_ms is None else o.next_due_ms
+            args += [o.name, o.action, nxt, o.task_id, o.due_ms]
         k = self.keys
         finished, now, earliest = self.scripts.finish(
-            keys=[k.schedule, k.inflight, k.state], args=args
+            keys=[k.schedule, k.inflight, k.state, k.entries], args=args
         )
         return FinishResult(int(finished), int(now), None if earliest < 0 else int(earliest))
 
@@ -326,7 +344,7 @@ class ScheduleStore:
     def subscribe(self) -> None:
         """Start listening for changes (before the first claim, so none is missed)."""
         if self._pubsub is None:
-            pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+            pubsub = self.client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
             try:
                 pubsub.subscribe(self.keys.events)
             except redis.RedisError:
@@ -361,6 +379,14 @@ def _chunks(items: Iterable[Entry], size: int) -> Iterator[list[Entry]]:
         yield chunk
 
 
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _text_or_none(value: bytes | str | None) -> str | None:
+    return None if value is None else _text(value)
+
+
 def _load_or_none(raw: str | None, name: str) -> Entry | None:
     if raw is None:
         return None
@@ -377,7 +403,10 @@ def _state(name: str, score: float | None, raw: str | None, claim: str | None) -
             data = json.loads(raw)
         except ValueError:
             data = {}
-    ms = lambda key: from_ms(int(data[key])) if data.get(key) is not None else None  # noqa: E731
+
+    def ms(key: str) -> datetime | None:
+        return from_ms(int(data[key])) if data.get(key) is not None else None
+
     return EntryState(
         name=name,
         next_run_at=from_ms(int(score)) if score is not None else None,
@@ -391,7 +420,7 @@ def _state(name: str, score: float | None, raw: str | None, claim: str | None) -
 
 
 def _beat_info(beat_id: str, score: int) -> BeatInfo:
-    hostname, pid, _ = (beat_id.rsplit(":", 2) + ["", ""])[:3]
+    hostname, pid, _ = ([*beat_id.rsplit(":", 2), "", ""])[:3]
     return BeatInfo(
         id=beat_id,
         hostname=hostname,

@@ -16,7 +16,13 @@ CONFIG_SOURCE = "config"
 #: Keys a ``beat_schedule`` item may have: Celery's own, then redisbeat's.
 CELERY_KEYS = {"task", "schedule", "args", "kwargs", "options", "relative"}
 REDISBEAT_KEYS = {
-    "enabled", "start_at", "end_at", "one_off", "catch_up", "grace", "description",
+    "enabled",
+    "start_at",
+    "end_at",
+    "one_off",
+    "catch_up",
+    "grace",
+    "description",
 }
 
 
@@ -53,8 +59,10 @@ def _entry(name: str, item: Any) -> Entry:
 
 
 def _schedule(name: str, value: Any, relative: bool) -> Any:
-    if relative and isinstance(value, (int, float, timedelta, schedule)) and not isinstance(
-        value, crontab
+    if (
+        relative
+        and isinstance(value, (int, float, timedelta, schedule))
+        and not isinstance(value, crontab)
     ):
         interval = as_schedule(value)
         assert isinstance(interval, Interval)

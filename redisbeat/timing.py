@@ -83,11 +83,11 @@ def next_due(
         raise ValueError(f"next_due needs a timezone-aware 'after', got naive {after}")
     sched = as_schedule(schedule)
     after_ms = to_ms(after)
+    anchor_ms = None if anchor is None else to_ms(anchor)
     if isinstance(sched, (Crontab, Cron)):
         zone = get_zone(sched.tz) if sched.tz else _zone_of(after)
         due = _next_wall_clock(sched, after_ms, zone)
     else:
-        anchor_ms = None if anchor is None else to_ms(anchor)
         due = next_due_ms(sched, after_ms, anchor_ms=anchor_ms)
     return None if due is None else from_ms(due)
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 import redis
+from servers import Beats, RedisServer
 
 from redisbeat import ScheduleStore
-from servers import Beats, RedisServer
 
 
 @pytest.fixture(scope="session")
@@ -55,12 +55,15 @@ def beats_for(tmp_path: Path) -> Iterator[object]:
     made: list[Beats] = []
 
     def make(server: RedisServer, prefix: str, **env: str) -> Beats:
-        beats = Beats(tmp_path, {
-            "TEST_BROKER_URL": server.url(1),
-            "TEST_STORE_URL": server.url(0),
-            "TEST_PREFIX": prefix,
-            **env,
-        })
+        beats = Beats(
+            tmp_path,
+            {
+                "TEST_BROKER_URL": server.url(1),
+                "TEST_STORE_URL": server.url(0),
+                "TEST_PREFIX": prefix,
+                **env,
+            },
+        )
         made.append(beats)
         return beats
 

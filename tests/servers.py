@@ -26,7 +26,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.02) -> Any:
+def wait_until(
+    predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.02
+) -> Any:
     """Poll until ``predicate()`` is truthy; fail with ``what`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
@@ -55,8 +57,19 @@ class RedisServer:
         if binary is None:
             raise RuntimeError("redis-server is not installed (make test installs it)")
         args = [
-            binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory),
-            "--save", "", "--logfile", "redis.log", "--daemonize", "no",
+            binary,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.directory),
+            "--save",
+            "",
+            "--logfile",
+            "redis.log",
+            "--daemonize",
+            "no",
         ]
         if self.persistent:
             args += ["--appendonly", "yes", "--appendfsync", "always"]
@@ -108,10 +121,26 @@ class Beats:
             env = {**os.environ, **self.env, **extra_env, "PYTHONPATH": str(HERE)}
             handle = log.open("wb")
             process = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "proj", "beat", "-S",
-                 "redisbeat.RedisScheduler", "--loglevel", "INFO", "--pidfile", "",
-                 "--schedule", str(self.directory / "unused-schedule")],
-                cwd=self.directory, env=env, stdout=handle, stderr=subprocess.STDOUT,
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "proj",
+                    "beat",
+                    "-S",
+                    "redisbeat.RedisScheduler",
+                    "--loglevel",
+                    "INFO",
+                    "--pidfile",
+                    "",
+                    "--schedule",
+                    str(self.directory / "unused-schedule"),
+                ],
+                cwd=self.directory,
+                env=env,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
             )
             handle.close()
             beat = Beat(process, log)
@@ -147,6 +176,13 @@ def read_queue(client: redis.Redis, queue: str = "celery") -> list[Sent]:
     out = []
     while (raw := client.rpop(queue)) is not None:
         headers = json.loads(raw)["headers"]
-        out.append(Sent(headers["redisbeat_entry"], int(headers["redisbeat_due"]), headers["id"],
-                        headers["task"], headers["redisbeat_beat"]))
+        out.append(
+            Sent(
+                headers["redisbeat_entry"],
+                int(headers["redisbeat_due"]),
+                headers["id"],
+                headers["task"],
+                headers["redisbeat_beat"],
+            )
+        )
     return out

@@ -9,8 +9,8 @@ import redis
 
 from redisbeat import (
     Clocked,
-    Cron,
     CorruptEntry,
+    Cron,
     Crontab,
     Entry,
     EntryNotFound,
@@ -24,8 +24,12 @@ UTC = timezone.utc
 
 
 def entry(name: str = "e", **kw: object) -> Entry:
-    return Entry(name=name, task=kw.pop("task", "proj.ping"),  # type: ignore[arg-type]
-                 schedule=kw.pop("schedule", timedelta(seconds=60)), **kw)  # type: ignore[arg-type]
+    return Entry(
+        name=name,
+        task=kw.pop("task", "proj.ping"),  # type: ignore[arg-type]
+        schedule=kw.pop("schedule", timedelta(seconds=60)),
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def score(client: redis.Redis, store: ScheduleStore, name: str) -> float | None:
@@ -130,11 +134,14 @@ def test_sync_source_adds_updates_removes_and_leaves_other_sources_alone(store):
     store.upsert(entry("mine-old", source="config"))
     store.upsert(entry("mine-kept", source="config"))
     store.upsert(entry("theirs", source="django"))
-    report = store.sync_source("config", [
-        entry("mine-kept", source="config", args=[2]),
-        entry("mine-new", source="config"),
-        entry("theirs", source="config"),
-    ])
+    report = store.sync_source(
+        "config",
+        [
+            entry("mine-kept", source="config", args=[2]),
+            entry("mine-new", source="config"),
+            entry("theirs", source="config"),
+        ],
+    )
     assert report.added == ["mine-new"] and report.updated == ["mine-kept"]
     assert report.removed == ["mine-old"] and report.foreign == ["theirs"]
     assert store.get("theirs").source == "django"
@@ -214,9 +221,13 @@ def test_bad_schedules_cannot_be_built_and_name_the_field(make, field):
 
 
 def test_a_stored_definition_that_never_fires_fails_to_load_naming_the_entry_and_field():
-    raw = entry("feb-31").dumps().replace(
-        '{"every":60.0,"kind":"interval","relative":false}',
-        '{"kind":"cron","expr":"0 0 31 2 *","tz":"UTC"}',
+    raw = (
+        entry("feb-31")
+        .dumps()
+        .replace(
+            '{"every":60.0,"kind":"interval","relative":false}',
+            '{"kind":"cron","expr":"0 0 31 2 *","tz":"UTC"}',
+        )
     )
     with pytest.raises(CorruptEntry) as info:
         Entry.loads(raw, "feb-31")

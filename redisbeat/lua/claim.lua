@@ -1,8 +1,9 @@
 -- Claim up to a batch of due entries for one beat, atomically.
 -- Each claimed entry's score moves to now + lease (so no other beat sees it as due) and an
--- inflight record keeps the occurrence's due time. An inflight record left by a beat that
--- died is taken over: its original due time is returned, so the same occurrence (and the same
--- task id) is sent again.
+-- inflight record keeps the occurrence's due time. A claim whose lease ran out untouched (its
+-- beat died) is taken over: its original due time is returned, so the same occurrence (and
+-- the same task id) is sent again. When the score was changed meanwhile (run now, an edit),
+-- the score is a new occurrence of its own.
 --
 -- KEYS[1] = schedule  ZSET  name -> due ms
 -- KEYS[2] = entries   HASH  name -> definition JSON
@@ -30,7 +31,8 @@ for i = 1, #due, 2 do
     local previous = redis.call('HGET', KEYS[3], name)
     if previous then
       local ok, claim = pcall(cjson.decode, previous)
-      if ok and type(claim) == 'table' and tonumber(claim.due) then
+      if ok and type(claim) == 'table' and tonumber(claim.due)
+          and tonumber(claim.lease_until) == tonumber(due[i + 1]) then
         occurrence, recovered = tonumber(claim.due), 1
       end
     end

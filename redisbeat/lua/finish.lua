@@ -6,20 +6,23 @@
 -- KEYS[1] = schedule  ZSET
 -- KEYS[2] = inflight  HASH
 -- KEYS[3] = state     HASH  name -> run state JSON
+-- KEYS[4] = entries   HASH
 -- ARGV[1] = beat id
 -- ARGV[2] = lease_until the claim set, ms
--- then four per entry:
---   name, action ('sent' | 'skipped' | 'release'), next due ms ('' = none), task id
--- 'sent' and 'skipped' reschedule at the next due time (or unschedule when there is none);
--- 'sent' also records the run in the state. 'release' hands the claim back: the entry is
--- due again at once, at its original due time.
+-- then five per entry:
+--   name, action ('sent' | 'skipped' | 'release'), next due ms ('' = none), task id, due ms
+-- 'sent' and 'skipped' reschedule at the next due time (or unschedule when there is none).
+-- 'release' hands the claim back: the entry is due again at once, at its original due time.
+-- A 'sent' run is recorded in the state even when the claim was taken over meanwhile: the
+-- message went out.
 -- Returns {claims finished, now_ms, earliest score left in the schedule or -1}.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local beat, lease_until = ARGV[1], tonumber(ARGV[2])
 local finished = 0
-for i = 3, #ARGV, 4 do
+for i = 3, #ARGV, 5 do
   local name, action, next_due, task_id = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local due = tonumber(ARGV[i + 4])
   local raw = redis.call('HGET', KEYS[2], name)
   local ok, claim = false, nil
   if raw then
@@ -42,19 +45,19 @@ for i = 3, #ARGV, 4 do
           redis.call('ZADD', KEYS[1], tonumber(next_due), name)
         end
       end
-      if action == 'sent' then
-        local sok, state = pcall(cjson.decode, redis.call('HGET', KEYS[3], name) or '{}')
-        if not sok or type(state) ~= 'table' then
-          state = {}
-        end
-        state.last_run_at = claim.due
-        state.last_sent_at = now
-        state.total_run_count = (tonumber(state.total_run_count) or 0) + 1
-        state.last_task_id = task_id
-        state.last_beat = beat
-        redis.call('HSET', KEYS[3], name, cjson.encode(state))
-      end
     end
+  end
+  if action == 'sent' and redis.call('HEXISTS', KEYS[4], name) == 1 then
+    local sok, state = pcall(cjson.decode, redis.call('HGET', KEYS[3], name) or '{}')
+    if not sok or type(state) ~= 'table' then
+      state = {}
+    end
+    state.last_run_at = due
+    state.last_sent_at = now
+    state.total_run_count = (tonumber(state.total_run_count) or 0) + 1
+    state.last_task_id = task_id
+    state.last_beat = beat
+    redis.call('HSET', KEYS[3], name, cjson.encode(state))
   end
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')

@@ -1,0 +1,251 @@
+"""The claim protocol and one beat's loop step, in-process against real Redis."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import redis
+from servers import RedisServer, wait_until
+
+from redisbeat import Entry, Interval, ScheduleStore, occurrence_id
+from redisbeat.config import Config
+from redisbeat.dispatcher import Dispatcher
+
+UTC = timezone.utc
+
+
+class Recorder:
+    """A publish callable that remembers what it was asked to send."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, int, str]] = []
+        self.fail = False
+
+    def __call__(self, entry: Entry, task_id: str, due_ms: int) -> None:
+        if self.fail:
+            raise ConnectionError("broker down")
+        self.sent.append((entry.name, due_ms, task_id))
+
+
+def dispatcher(store: ScheduleStore, publish: Recorder, **config: object) -> Dispatcher:
+    cfg = Config(redis_url="redis://unused", key_prefix=store.keys.prefix, **config)  # type: ignore[arg-type]
+    return Dispatcher(store, cfg, publish)
+
+
+def make_due(client: redis.Redis, store: ScheduleStore, name: str, ms_ago: int) -> int:
+    due = store.now_ms() - ms_ago
+    client.zadd(store.keys.schedule, {name: due})
+    return due
+
+
+def every(name: str, seconds: float = 60, **kw: object) -> Entry:
+    return Entry(name, "proj.ping", Interval(seconds), **kw)  # type: ignore[arg-type]
+
+
+def test_a_due_entry_is_sent_once_with_its_occurrence_id_and_rescheduled_on_its_grid(store, client):
+    store.upsert(every("e"))
+    due = make_due(client, store, "e", 10)
+    rec = Recorder()
+    dispatcher(store, rec).tick()
+    assert rec.sent == [("e", due, occurrence_id(store.keys.prefix, "e", due))]
+    assert client.zscore(store.keys.schedule, "e") == due + 60_000
+    state = store.state("e")
+    assert state.total_run_count == 1 and state.last_task_id == rec.sent[0][2]
+    assert client.hlen(store.keys.inflight) == 0
+
+
+def test_two_beats_claiming_at_once_never_claim_the_same_occurrence(store, client):
+    store.upsert_many([every(f"e{i}") for i in range(500)])
+    now = store.now_ms()
+    client.zadd(store.keys.schedule, {f"e{i}": now - 1 for i in range(500)})
+    claimed: list[list[str]] = [[], []]
+
+    def claim(i: int) -> None:
+        while batch := store.claim(f"beat-{i}", 30_000, 7).claims:
+            claimed[i] += [c.name for c in batch]
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(claimed[0] + claimed[1]) == sorted(f"e{i}" for i in range(500))
+    assert claimed[0] and claimed[1]
+
+
+def test_a_claim_left_by_a_dead_beat_is_sent_again_with_the_same_id_after_its_lease(store, client):
+    store.upsert(every("e"))
+    due = make_due(client, store, "e", 5)
+    dead = store.claim("dead-beat", 300, 10)  # claimed, never finished
+    assert [c.due_ms for c in dead.claims] == [due]
+    rec = Recorder()
+    d = dispatcher(store, rec)
+    d.tick()
+    assert rec.sent == []  # leased to the dead beat
+    wait_until(lambda: store.now_ms() > dead.lease_until_ms, 5, "the lease to expire")
+    d.tick()
+    assert rec.sent == [("e", due, occurrence_id(store.keys.prefix, "e", due))]
+    # The dead beat's late finish changes nothing.
+    assert store.finish("dead-beat", dead.lease_until_ms, []).finished == 0
+
+
+def test_finishing_does_not_resurrect_an_entry_removed_meanwhile(store, client):
+    store.upsert(every("e"))
+    make_due(client, store, "e", 5)
+    batch = store.claim("b", 30_000, 10)
+    store.remove("e")
+    from redisbeat.records import Outcome
+
+    store.finish("b", batch.lease_until_ms, [Outcome("e", "sent", 0, store.now_ms() + 1000, "x")])
+    assert client.zscore(store.keys.schedule, "e") is None and "e" not in store
+
+
+def test_finishing_does_not_overwrite_an_edit_made_meanwhile(store, client):
+    store.upsert(every("e"))
+    make_due(client, store, "e", 5)
+    batch = store.claim("b", 30_000, 10)
+    store.upsert(every("e", 3600))
+    edited = client.zscore(store.keys.schedule, "e")
+    from redisbeat.records import Outcome
+
+    store.finish("b", batch.lease_until_ms, [Outcome("e", "sent", 0, store.now_ms() + 1000, "x")])
+    assert client.zscore(store.keys.schedule, "e") == edited
+
+
+def test_catch_up_once_coalesces_missed_occurrences_into_one_send(store, client):
+    store.upsert(every("e", 1))
+    due = make_due(client, store, "e", 30_000)
+    rec = Recorder()
+    dispatcher(store, rec).tick()
+    assert [s[1] for s in rec.sent] == [due]
+    nxt = client.zscore(store.keys.schedule, "e")
+    assert nxt > store.now_ms() - 1000 and (nxt - due) % 1000 == 0
+
+
+def test_catch_up_skip_resumes_at_the_next_future_occurrence(store, client):
+    store.upsert(every("e", 1, catch_up="skip"))
+    due = make_due(client, store, "e", 30_000)
+    rec = Recorder()
+    dispatcher(store, rec).tick()
+    assert rec.sent == []
+    nxt = client.zscore(store.keys.schedule, "e")
+    assert nxt > store.now_ms() - 1000 and (nxt - due) % 1000 == 0
+
+
+@pytest.mark.parametrize(
+    ("policy", "grace", "late_s", "sent"),
+    [
+        ("skip", None, 1, True),
+        ("skip", 60, 30, True),
+        ("once", 10, 30, False),
+        ("once", 60, 30, True),
+    ],
+)
+def test_the_grace_window_decides_whether_a_late_occurrence_is_sent(
+    store, client, policy, grace, late_s, sent
+):
+    store.upsert(every("e", 3600, catch_up=policy, grace=grace))
+    make_due(client, store, "e", late_s * 1000)
+    rec = Recorder()
+    dispatcher(store, rec).tick()
+    assert bool(rec.sent) is sent
+
+
+def test_a_clocked_one_off_is_sent_once_and_then_leaves_the_schedule(store, client):
+    from redisbeat import Clocked
+
+    store.upsert(Entry("once", "proj.ping", Clocked(datetime.now(UTC) - timedelta(seconds=1))))
+    rec = Recorder()
+    d = dispatcher(store, rec)
+    d.tick()
+    d.tick()
+    assert len(rec.sent) == 1
+    assert client.zscore(store.keys.schedule, "once") is None
+    assert store.state("once").total_run_count == 1
+    assert store.upsert(Entry("once", "proj.ping", store.get("once").schedule)) is False
+
+
+def test_a_failed_send_hands_the_claim_back_to_be_sent_by_any_beat(store, client):
+    store.upsert(every("e"))
+    due = make_due(client, store, "e", 5)
+    rec = Recorder()
+    rec.fail = True
+    assert dispatcher(store, rec).tick() > 0  # backs off
+    assert client.zscore(store.keys.schedule, "e") == due
+    rec.fail = False
+    dispatcher(store, rec).tick()
+    assert [s[1] for s in rec.sent] == [due]
+
+
+def test_a_corrupt_definition_is_quarantined_once_and_other_entries_keep_firing(
+    store, client, caplog
+):
+    store.upsert(every("good"))
+    client.hset(store.keys.entries, "bad", '{"name": "bad", "task": 1')
+    make_due(client, store, "bad", 5)
+    due = make_due(client, store, "good", 5)
+    rec = Recorder()
+    with caplog.at_level(logging.ERROR, logger="redisbeat"):
+        dispatcher(store, rec).tick()
+    assert [s[1] for s in rec.sent] == [due]
+    q = store.quarantined()
+    assert list(q) == ["bad"] and "not valid JSON" in q["bad"].error
+    assert "bad" not in store and client.zscore(store.keys.schedule, "bad") is None
+    assert len([r for r in caplog.records if "set aside" in r.message]) == 1
+    store.upsert(every("bad"))
+    assert store.quarantined() == {}
+
+
+def test_an_unknown_schedule_kind_in_redis_is_quarantined_naming_the_field(store, client):
+    raw = every("odd").dumps().replace('"kind":"interval"', '"kind":"lunar"')
+    client.hset(store.keys.entries, "odd", raw)
+    make_due(client, store, "odd", 5)
+    dispatcher(store, Recorder()).tick()
+    assert "schedule.kind" in store.quarantined()["odd"].error
+
+
+def test_a_beat_survives_redis_going_away_and_resumes_without_losing_the_occurrence(
+    own_redis: RedisServer, caplog
+):
+    client = redis.Redis.from_url(own_redis.url(), decode_responses=True, socket_timeout=2)
+    store = ScheduleStore(client, prefix="p")
+    store.upsert(every("e", 2))
+    rec = Recorder()
+    d = dispatcher(store, rec)
+    own_redis.stop()
+    with caplog.at_level(logging.ERROR, logger="redisbeat"):
+        delays = [d.tick() for _ in range(3)]
+    assert all(x > 0 for x in delays) and delays == sorted(delays)
+    assert len([r for r in caplog.records if "unavailable" in r.message]) == 1
+    own_redis.start()
+    wait_until(lambda: (d.tick(), rec.sent)[1], 10, "a send after Redis came back")
+    assert store.state("e").total_run_count == 1
+    store.close()
+
+
+def test_heartbeats_register_the_beat_and_close_deregisters_it(redis_server, prefix):
+    store = ScheduleStore(
+        redis.Redis.from_url(redis_server.url(), decode_responses=True), prefix=prefix
+    )
+    d = dispatcher(store, Recorder())
+    d.tick()
+    assert [b.id for b in store.beats()] == [d.beat_id] and store.beats()[0].pid > 0
+    d.close()  # closes the store too
+    reader = ScheduleStore(
+        redis.Redis.from_url(redis_server.url(), decode_responses=True), prefix=prefix
+    )
+    assert reader.beats() == []
+    reader.close()
+
+
+def test_run_now_during_a_claim_sends_a_new_occurrence_not_the_claimed_one(store, client):
+    store.upsert(every("e"))
+    due = make_due(client, store, "e", 5)
+    store.claim("busy-beat", 30_000, 10)  # alive, still sending `due`
+    store.run_now("e")
+    rec = Recorder()
+    dispatcher(store, rec).tick()
+    assert len(rec.sent) == 1 and rec.sent[0][1] > due
