@@ -20,6 +20,8 @@ app.conf.redisbeat_heartbeat_seconds = float(os.environ.get("TEST_HEARTBEAT", "1
 app.conf.redisbeat_batch_size = int(os.environ.get("TEST_BATCH", "100"))
 app.conf.beat_max_loop_interval = float(os.environ.get("TEST_MAX_INTERVAL", "60"))
 app.conf.timezone = "UTC"
+if os.environ.get("TEST_SET_BEAT_SCHEDULER"):
+    app.conf.beat_scheduler = "redisbeat.RedisScheduler"
 app.conf.beat_schedule = {
     name: {**item, "schedule": float(item["schedule"])}
     for name, item in json.loads(os.environ.get("TEST_BEAT_SCHEDULE", "{}")).items()

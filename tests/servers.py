@@ -113,6 +113,8 @@ class Beats:
         self.directory = directory
         self.env = env
         self.beats: list[Beat] = []
+        #: Pass ``-S redisbeat.RedisScheduler`` (else the app's beat_scheduler setting decides).
+        self.scheduler_flag = True
 
     def start(self, count: int = 1, **extra_env: str) -> list[Beat]:
         started = []
@@ -128,8 +130,7 @@ class Beats:
                     "-A",
                     "proj",
                     "beat",
-                    "-S",
-                    "redisbeat.RedisScheduler",
+                    *(["-S", "redisbeat.RedisScheduler"] if self.scheduler_flag else []),
                     "--loglevel",
                     "INFO",
                     "--pidfile",

@@ -240,3 +240,13 @@ def test_an_edit_wakes_a_sleeping_beat_in_well_under_a_second(redis_server, pref
     wait_until(lambda: not store.state("far").running, 5, "the run to finish")
     assert store.state("far").next_run_at is None
     assert store.state("far").total_run_count == 6
+
+
+def test_the_beat_scheduler_setting_selects_redisbeat_without_a_command_line_flag(
+    redis_server, prefix, beats_for
+):
+    store = store_for(redis_server, prefix)
+    beats = beats_for(redis_server, prefix, TEST_SET_BEAT_SCHEDULER="1")
+    beats.scheduler_flag = False
+    beats.start(1)
+    wait_until(lambda: len(store.beats()) == 1, 30, "the beat to register through the setting")

@@ -1,0 +1,78 @@
+"""Settings: read from Celery's configuration, validated at startup."""
+
+from __future__ import annotations
+
+import pytest
+from celery import Celery
+
+from redisbeat.config import Config
+from redisbeat.errors import ConfigurationError
+
+
+def app_with(**conf: object) -> Celery:
+    app = Celery("settings-test", set_as_current=False)
+    app.conf.update(conf)
+    return app
+
+
+def test_the_store_defaults_to_a_redis_broker_url_and_celerys_time_zone():
+    config = Config.from_app(app_with(broker_url="redis://h:6379/2", timezone="Europe/Berlin"))
+    assert config.redis_url == "redis://h:6379/2"
+    assert config.timezone == "Europe/Berlin"
+    assert (config.key_prefix, config.lease_seconds, config.batch_size) == ("redisbeat", 30.0, 100)
+
+
+def test_a_non_redis_broker_without_a_redis_url_stops_startup_with_a_clear_error():
+    with pytest.raises(ConfigurationError, match="redisbeat_redis_url is not set") as info:
+        Config.from_app(app_with(broker_url="amqp://guest:secret@rabbit//"))
+    assert "secret" not in str(info.value)
+
+
+def test_every_setting_is_read():
+    config = Config.from_app(
+        app_with(
+            broker_url="amqp://",
+            redisbeat_redis_url="rediss://user:pw@h:6380/0",
+            redisbeat_key_prefix="prod",
+            redisbeat_lease_seconds=5,
+            redisbeat_batch_size=500,
+            redisbeat_heartbeat_seconds=2,
+            redisbeat_socket_timeout=3,
+            redisbeat_redis_options={"ssl_ca_certs": "/ca.pem"},
+            beat_max_loop_interval=7,
+        )
+    )
+    assert config.redis_url == "rediss://user:pw@h:6380/0" and config.key_prefix == "prod"
+    assert (config.lease_seconds, config.batch_size, config.heartbeat_seconds) == (5, 500, 2)
+    assert config.max_loop_interval == 7
+    assert config.redis_options == {
+        "ssl_ca_certs": "/ca.pem",
+        "socket_timeout": 3,
+        "socket_connect_timeout": 5.0,
+    }
+
+
+def test_a_tls_broker_lends_its_certificate_options_to_the_store():
+    ssl = {"ssl_cert_reqs": "required", "ssl_ca_certs": "/ca.pem"}
+    config = Config.from_app(app_with(broker_url="rediss://h:6380/0", broker_use_ssl=ssl))
+    assert config.redis_options["ssl_ca_certs"] == "/ca.pem"
+
+
+def test_a_misspelt_setting_is_rejected_with_a_suggestion():
+    with pytest.raises(ConfigurationError, match="did you mean redisbeat_lease_seconds"):
+        Config.from_app(app_with(broker_url="redis://", redisbeat_lease_second=5))
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("redisbeat_lease_seconds", 0),
+        ("redisbeat_batch_size", 0),
+        ("redisbeat_batch_size", 2.5),
+        ("redisbeat_key_prefix", "{x}"),
+        ("redisbeat_redis_url", "http://example"),
+    ],
+)
+def test_bad_values_are_rejected_naming_the_setting(setting, value):
+    with pytest.raises(ConfigurationError, match=setting):
+        Config.from_app(app_with(broker_url="redis://", **{setting: value}))
