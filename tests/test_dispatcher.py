@@ -249,3 +249,12 @@ def test_run_now_during_a_claim_sends_a_new_occurrence_not_the_claimed_one(store
     rec = Recorder()
     dispatcher(store, rec).tick()
     assert len(rec.sent) == 1 and rec.sent[0][1] > due
+
+
+def test_a_beat_that_stops_heartbeating_ages_out(store, client):
+    stale = store.now_ms() - store.beat_ttl_ms - 1000
+    client.zadd(store.keys.beats, {"gone:1:abcd": stale})
+    assert store.beats() == []
+    d = dispatcher(store, Recorder())
+    d.tick()  # any live beat's heartbeat sweeps the dead ones away
+    assert client.zrange(store.keys.beats, 0, -1) == [d.beat_id]
