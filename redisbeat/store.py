@@ -121,6 +121,10 @@ class ScheduleStore:
             sent = []
             for name, old_raw in zip(names, olds, strict=False):
                 entry = pending[name]
+                new_raw = entry.dumps()
+                if old_raw == new_raw:
+                    results[name] = "unchanged"
+                    continue
                 old = _load_or_none(old_raw, name)
                 if old is not None and old.source != entry.source and not force:
                     if foreign == "skip":
@@ -140,7 +144,7 @@ class ScheduleStore:
                     args=[
                         name,
                         old_raw or "",
-                        entry.dumps(),
+                        new_raw,
                         "" if due is None else due,
                         "1" if keep else "0",
                         "",
