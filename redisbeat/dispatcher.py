@@ -18,7 +18,7 @@ import redis
 
 from .config import Config
 from .entry import Entry, occurrence_id
-from .errors import CorruptEntry
+from .errors import CorruptEntry, RedisBeatError
 from .records import ClaimBatch, FinishResult, Outcome
 from .store import ScheduleStore
 
@@ -55,6 +55,7 @@ class Dispatcher:
         self.on_registered = on_registered
         self.stop_requested = False
         self._next_heartbeat = 0.0
+        self._registration_pending = False
         self._unfinished: tuple[int, list[Outcome]] | None = None
         self._failures = 0
         self._down_since: float | None = None
@@ -140,9 +141,17 @@ class Dispatcher:
     def _maybe_heartbeat(self) -> None:
         now = time.monotonic()
         if now >= self._next_heartbeat:
-            if self.store.heartbeat(self.beat_id) and self.on_registered is not None:
-                self.on_registered()
+            if self.store.heartbeat(self.beat_id):
+                self._registration_pending = True
             self._next_heartbeat = now + self.config.heartbeat_seconds
+        if self._registration_pending and self.on_registered is not None:
+            # Cleared only once it succeeds, so an outage halfway through retries it.
+            try:
+                self.on_registered()
+            except RedisBeatError as exc:
+                log.error("redisbeat: could not sync at registration, will retry: %s", exc)
+                return
+        self._registration_pending = False
 
     # -- waiting ------------------------------------------------------------------------------
 

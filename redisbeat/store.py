@@ -18,7 +18,13 @@ import redis
 
 from .config import Config
 from .entry import Entry
-from .errors import CorruptEntry, EntryNotFound, OwnershipError, RedisBeatError
+from .errors import (
+    ConfigurationError,
+    CorruptEntry,
+    EntryNotFound,
+    OwnershipError,
+    RedisBeatError,
+)
 from .keys import Keys
 from .records import (
     BeatInfo,
@@ -50,6 +56,10 @@ class ScheduleStore:
         timezone: str = "UTC",
         beat_ttl: float = 30.0,
     ) -> None:
+        if not client.connection_pool.connection_kwargs.get("decode_responses"):
+            raise ConfigurationError(
+                "ScheduleStore needs a Redis client made with decode_responses=True"
+            )
         self.client = client
         self.keys = Keys(prefix)
         self.timezone = timezone
@@ -318,7 +328,7 @@ class ScheduleStore:
 
     def finish(self, beat_id: str, lease_until_ms: int, outcomes: list[Outcome]) -> FinishResult:
         """Reschedule, record or hand back claimed entries (only those still this beat's)."""
-        args: list[Any] = [beat_id, lease_until_ms]
+        args: list[Any] = [beat_id, lease_until_ms, self.keys.events]
         for o in outcomes:
             nxt = "" if o.next_due_ms is None else o.next_due_ms
             args += [o.name, o.action, nxt, o.task_id, o.due_ms]

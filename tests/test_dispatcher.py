@@ -258,3 +258,13 @@ def test_a_beat_that_stops_heartbeating_ages_out(store, client):
     d = dispatcher(store, Recorder())
     d.tick()  # any live beat's heartbeat sweeps the dead ones away
     assert client.zrange(store.keys.beats, 0, -1) == [d.beat_id]
+
+
+def test_a_claim_handed_back_wakes_the_other_beats(store, client):
+    store.upsert(every("e"))
+    make_due(client, store, "e", 5)
+    store.subscribe()
+    rec = Recorder()
+    rec.fail = True
+    dispatcher(store, rec).tick()
+    assert store.wait_for_change(2) is True

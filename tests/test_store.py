@@ -232,3 +232,12 @@ def test_a_stored_definition_that_never_fires_fails_to_load_naming_the_entry_and
     with pytest.raises(CorruptEntry) as info:
         Entry.loads(raw, "feb-31")
     assert info.value.name == "feb-31" and info.value.field == "schedule.expr"
+
+
+def test_a_client_that_returns_bytes_is_refused_up_front(redis_server):
+    from redisbeat import ConfigurationError
+
+    raw = redis.Redis.from_url(redis_server.url())
+    with pytest.raises(ConfigurationError, match="decode_responses=True"):
+        ScheduleStore(raw)
+    raw.close()

@@ -9,6 +9,7 @@
 -- KEYS[4] = entries   HASH
 -- ARGV[1] = beat id
 -- ARGV[2] = lease_until the claim set, ms
+-- ARGV[3] = pub/sub channel, to wake the beats when a claim is handed back
 -- then five per entry:
 --   name, action ('sent' | 'skipped' | 'release'), next due ms ('' = none), task id, due ms
 -- 'sent' and 'skipped' reschedule at the next due time (or unschedule when there is none).
@@ -20,7 +21,8 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local beat, lease_until = ARGV[1], tonumber(ARGV[2])
 local finished = 0
-for i = 3, #ARGV, 5 do
+local released = 0
+for i = 4, #ARGV, 5 do
   local name, action, next_due, task_id = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local due = tonumber(ARGV[i + 4])
   local raw = redis.call('HGET', KEYS[2], name)
@@ -36,6 +38,7 @@ for i = 3, #ARGV, 5 do
     if action == 'release' then
       if untouched then
         redis.call('ZADD', KEYS[1], claim.due, name)
+        released = released + 1
       end
     else
       if untouched then
@@ -59,6 +62,9 @@ for i = 3, #ARGV, 5 do
     state.last_beat = beat
     redis.call('HSET', KEYS[3], name, cjson.encode(state))
   end
+end
+if released > 0 then
+  redis.call('PUBLISH', ARGV[3], 'released')
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 return {finished, now, first[2] and tonumber(first[2]) or -1}
