@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from datetime import datetime
 from itertools import islice
 from typing import Any, cast
@@ -193,8 +195,6 @@ class ScheduleStore:
         return self._set_enabled(name, False)
 
     def _set_enabled(self, name: str, enabled: bool) -> bool:
-        from dataclasses import replace
-
         entry = self.get(name)
         return entry.enabled != enabled and self.upsert(replace(entry, enabled=enabled), force=True)
 
@@ -368,8 +368,6 @@ class ScheduleStore:
 
     def wait_for_change(self, timeout: float) -> bool:
         """Block up to ``timeout`` seconds for a change; True when one arrived."""
-        import time
-
         self.subscribe()
         deadline = time.monotonic() + timeout
         try:
