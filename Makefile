@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
+LINT_PATHS := redisbeat redisbeat_django tests
 
 .PHONY: test lint pytest redis-server venv clean
 
@@ -33,8 +34,8 @@ redis-server:
 	fi
 
 lint: venv
-	$(VENV)/bin/ruff check redisbeat tests
-	$(VENV)/bin/ruff format --check redisbeat tests
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	$(VENV)/bin/mypy
 
 pytest: venv redis-server

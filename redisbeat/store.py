@@ -173,18 +173,33 @@ class ScheduleStore:
                 return results
         raise RedisBeatError(f"entries changed concurrently too often: {sorted(pending)[:5]}")
 
-    def remove(self, name: str) -> bool:
-        """Remove an entry, its state and any claim on it; False when there was none."""
-        source = "api"
-        raw = self.client.hget(self.keys.entries, name)
-        old = _load_or_none(_text_or_none(raw), name)
-        if old is not None:
-            source = old.source
+    def upsert_owned(self, entries: Iterable[Entry]) -> dict[str, str]:
+        """Add or replace entries, leaving alone names that another source owns.
+
+        Returns, per name, ``"written"``, ``"unchanged"`` or ``"foreign"``.
+        """
+        results: dict[str, str] = {}
+        for chunk in _chunks(entries, CHUNK):
+            results.update(self._write(chunk, force=False, foreign="skip"))
+        if "written" in results.values():
+            self.client.publish(self.keys.events, "*")
+        return results
+
+    def remove(self, name: str, *, source: str | None = None) -> bool:
+        """Remove an entry, its state and any claim on it; False when there was none.
+
+        With ``source``, the entry is removed only when that source owns it.
+        """
+        owner = source
+        if owner is None:
+            raw = self.client.hget(self.keys.entries, name)
+            old = _load_or_none(_text_or_none(raw), name)
+            owner = old.source if old is not None else "api"
         k = self.keys
         return bool(
             self.scripts.remove(
-                keys=[k.entries, k.schedule, k.state, k.inflight, k.quarantine, k.source(source)],
-                args=[name, k.events],
+                keys=[k.entries, k.schedule, k.state, k.inflight, k.quarantine, k.source(owner)],
+                args=[name, k.events, "1" if source is not None else "0"],
             )
         )
 
@@ -222,7 +237,7 @@ class ScheduleStore:
         results: dict[str, str] = {}
         for chunk in _chunks(wanted.values(), CHUNK):
             results.update(self._write(chunk, force=False, foreign="skip"))
-        removed = [n for n in sorted(owned - set(wanted)) if self.remove(n)]
+        removed = [n for n in sorted(owned - set(wanted)) if self.remove(n, source=source)]
         report = SyncReport(
             added=sorted(n for n, r in results.items() if r == "written" and n not in stored),
             updated=sorted(n for n, r in results.items() if r == "written" and n in stored),

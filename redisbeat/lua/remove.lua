@@ -5,7 +5,11 @@
 -- KEYS[3] = state    HASH       KEYS[6] = its source's SET of names
 -- ARGV[1] = name
 -- ARGV[2] = pub/sub channel to wake the beats on
--- Returns 1 when something was removed, 0 when nothing was stored under that name.
+-- ARGV[3] = "1": remove only when KEYS[6] holds the name (the caller's source owns it)
+-- Returns 1 when something was removed, 0 when nothing was (or another source owns it).
+if ARGV[3] == '1' and redis.call('SISMEMBER', KEYS[6], ARGV[1]) == 0 then
+  return 0
+end
 local removed = redis.call('HDEL', KEYS[1], ARGV[1]) + redis.call('HDEL', KEYS[5], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])

@@ -1,0 +1,207 @@
+"""PeriodicTask: one row per schedule entry, its schedule inline (no shared schedule rows)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from redisbeat.errors import InvalidEntry
+from redisbeat.schedules import SOLAR_EVENTS
+
+from .entries import SOURCE, form_field, to_entry
+
+
+class Kind(models.TextChoices):
+    INTERVAL = "interval", _("Interval")
+    CRONTAB = "crontab", _("Crontab fields")
+    CRON = "cron", _("Cron string")
+    CLOCKED = "clocked", _("Once, at a time")
+    SOLAR = "solar", _("Solar event")
+
+
+class Period(models.TextChoices):
+    DAYS = "days", _("days")
+    HOURS = "hours", _("hours")
+    MINUTES = "minutes", _("minutes")
+    SECONDS = "seconds", _("seconds")
+    MILLISECONDS = "milliseconds", _("milliseconds")
+
+
+class CatchUp(models.TextChoices):
+    ONCE = "once", _("Send one run for the runs missed")
+    SKIP = "skip", _("Skip missed runs")
+
+
+class SyncStatus(models.TextChoices):
+    SYNCED = "synced", _("Synced")
+    PENDING = "pending", _("Waiting for Redis")
+    ERROR = "error", _("Not accepted")
+
+
+SOLAR_CHOICES = [(e, e.replace("_", " ")) for e in sorted(SOLAR_EVENTS)]
+#: Columns only the sync writes; changing them alone is not an edit to push.
+SYNC_FIELDS = frozenset({"sync_status", "sync_error", "synced_at"})
+
+
+class PeriodicTaskQuerySet(models.QuerySet["PeriodicTask"]):
+    """Bulk writes are pushed to Redis too, after their transaction commits."""
+
+    def update(self, **kwargs: Any) -> int:
+        if SYNC_FIELDS.issuperset(kwargs):
+            return super().update(**kwargs)
+        from . import sync
+
+        pks = list(self.values_list("pk", flat=True))
+        names = list(self.values_list("name", flat=True)) if "name" in kwargs else []
+        count = super().update(sync_status=SyncStatus.PENDING, **kwargs)
+        sync.push_on_commit(pks, removed=names, using=self.db)
+        return count
+
+    def bulk_create(self, objs: Any, *args: Any, **kwargs: Any) -> list[PeriodicTask]:
+        from . import sync
+
+        created = super().bulk_create(objs, *args, **kwargs)
+        sync.push_on_commit([], names=[o.name for o in created], using=self.db)
+        return created
+
+    def bulk_update(self, objs: Any, fields: Any, *args: Any, **kwargs: Any) -> int:
+        from . import sync
+
+        objs = list(objs)
+        count = super().bulk_update(objs, fields, *args, **kwargs)
+        if not SYNC_FIELDS.issuperset(fields):
+            sync.push_on_commit([o.pk for o in objs], using=self.db)
+        return count
+
+
+class PeriodicTask(models.Model):
+    """A periodic task edited in the admin and pushed to Redis as a ``django`` entry."""
+
+    name = models.CharField(_("name"), max_length=200, unique=True)
+    task = models.CharField(_("task"), max_length=255, help_text=_("Registered Celery task name"))
+    args = models.JSONField(_("positional arguments"), default=list, blank=True)
+    kwargs = models.JSONField(_("keyword arguments"), default=dict, blank=True)
+
+    queue = models.CharField(_("queue"), max_length=200, blank=True)
+    exchange = models.CharField(_("exchange"), max_length=200, blank=True)
+    routing_key = models.CharField(_("routing key"), max_length=200, blank=True)
+    priority = models.PositiveSmallIntegerField(
+        _("priority"), null=True, blank=True, validators=[MaxValueValidator(255)]
+    )
+    headers = models.JSONField(_("message headers"), default=dict, blank=True)
+    expire_seconds = models.PositiveIntegerField(
+        _("expires after (seconds)"),
+        null=True,
+        blank=True,
+        help_text=_("A message no worker has started within this many seconds is discarded."),
+    )
+
+    kind = models.CharField(
+        _("schedule"), max_length=16, choices=Kind.choices, default=Kind.INTERVAL
+    )
+    every = models.PositiveIntegerField(
+        _("every"), null=True, blank=True, validators=[MinValueValidator(1)]
+    )
+    period = models.CharField(
+        _("period"), max_length=12, choices=Period.choices, default=Period.SECONDS
+    )
+    minute = models.CharField(_("minute"), max_length=240, default="*")
+    hour = models.CharField(_("hour"), max_length=96, default="*")
+    day_of_week = models.CharField(_("day of week"), max_length=64, default="*")
+    day_of_month = models.CharField(_("day of month"), max_length=124, default="*")
+    month_of_year = models.CharField(_("month of year"), max_length=64, default="*")
+    cron_expression = models.CharField(
+        _("cron string"),
+        max_length=200,
+        blank=True,
+        help_text=_("Five fields, or six with seconds first, e.g. '*/15 9-17 * * mon-fri'."),
+    )
+    timezone = models.CharField(
+        _("time zone"),
+        max_length=64,
+        blank=True,
+        help_text=_("For crontab and cron schedules; empty means the Celery time zone."),
+    )
+    clocked_at = models.DateTimeField(_("run at"), null=True, blank=True)
+    solar_event = models.CharField(
+        _("solar event"), max_length=24, blank=True, choices=SOLAR_CHOICES
+    )
+    latitude = models.DecimalField(
+        _("latitude"), max_digits=9, decimal_places=6, null=True, blank=True
+    )
+    longitude = models.DecimalField(
+        _("longitude"), max_digits=9, decimal_places=6, null=True, blank=True
+    )
+
+    enabled = models.BooleanField(_("enabled"), default=True, db_index=True)
+    one_off = models.BooleanField(
+        _("one-off"), default=False, help_text=_("Run once, then stay stored but never again.")
+    )
+    start_at = models.DateTimeField(_("start at"), null=True, blank=True)
+    end_at = models.DateTimeField(_("end at"), null=True, blank=True)
+    catch_up = models.CharField(
+        _("after downtime"), max_length=8, choices=CatchUp.choices, default=CatchUp.ONCE
+    )
+    grace_seconds = models.PositiveIntegerField(
+        _("grace (seconds)"),
+        null=True,
+        blank=True,
+        help_text=_("The most a run may be late and still be sent; empty means the default."),
+    )
+    description = models.TextField(_("description"), blank=True)
+
+    sync_status = models.CharField(
+        _("sync"),
+        max_length=8,
+        choices=SyncStatus.choices,
+        default=SyncStatus.PENDING,
+        db_index=True,
+        editable=False,
+    )
+    sync_error = models.TextField(_("sync error"), blank=True, editable=False)
+    synced_at = models.DateTimeField(_("synced at"), null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("changed"), auto_now=True)
+
+    objects = PeriodicTaskQuerySet.as_manager()
+
+    class Meta:
+        ordering = ("name",)
+        verbose_name = _("periodic task")
+        verbose_name_plural = _("periodic tasks")
+
+    source: str = SOURCE
+    #: The name this row had when it was loaded, so a rename removes the old entry.
+    _loaded_name: str | None = None
+
+    def __str__(self) -> str:
+        return self.name
+
+    @classmethod
+    def from_db(cls, *args: Any, **kwargs: Any) -> Any:
+        row = super().from_db(*args, **kwargs)
+        row._loaded_name = row.__dict__.get("name")
+        return row
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        update_fields = kwargs.get("update_fields")
+        if update_fields is None or not SYNC_FIELDS.issuperset(update_fields):
+            self.sync_status = SyncStatus.PENDING.value  # until the push after commit succeeds
+            if update_fields is not None:
+                kwargs["update_fields"] = {*update_fields, "sync_status"}
+        super().save(*args, **kwargs)
+
+    def to_entry(self) -> Any:
+        """This row as a :class:`redisbeat.Entry` (raises ``InvalidEntry``)."""
+        return to_entry(self)
+
+    def clean(self) -> None:
+        super().clean()
+        try:
+            self.to_entry()
+        except InvalidEntry as exc:
+            raise ValidationError({form_field(self, exc.field): exc.message}) from None
