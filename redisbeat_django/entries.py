@@ -148,3 +148,8 @@ def _aware(value: datetime | None) -> datetime | None:
 def _as_aware(value: datetime) -> datetime:
     """Django with ``USE_TZ = False`` gives naive datetimes: they are in its time zone."""
     return value if timezone.is_aware(value) else timezone.make_aware(value)
+
+
+def row_error(row: Any, exc: InvalidEntry) -> str:
+    """The error of a row that ``to_entry`` refused, naming the model field."""
+    return str(InvalidEntry(row.name, form_field(row, exc.field), exc.message))

@@ -190,7 +190,7 @@ class PeriodicTask(models.Model):
     def save(self, *args: Any, **kwargs: Any) -> None:
         update_fields = kwargs.get("update_fields")
         if update_fields is None or not SYNC_FIELDS.issuperset(update_fields):
-            self.sync_status = SyncStatus.PENDING.value  # until the push after commit succeeds
+            self.sync_status = "pending"  # until the push after commit succeeds
             if update_fields is not None:
                 kwargs["update_fields"] = {*update_fields, "sync_status"}
         super().save(*args, **kwargs)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -26,7 +25,7 @@ from redisbeat import Entry, ScheduleStore
 from redisbeat.errors import EntryNotFound, InvalidEntry, RedisBeatError
 
 from .conf import get_store
-from .entries import SOURCE
+from .entries import SOURCE, row_error
 from .models import PeriodicTask, SyncStatus
 
 log = logging.getLogger(__name__)
@@ -101,7 +100,7 @@ def _push_rows(store: ScheduleStore, rows: Iterable[PeriodicTask], result: SyncR
         try:
             entries.append(row.to_entry())
         except InvalidEntry as exc:
-            result.rejected[row.name] = str(exc)
+            result.rejected[row.name] = row_error(row, exc)
     stored = store.names(SOURCE) if entries else set()
     outcome = store.upsert_owned(entries)
     for name, what in outcome.items():
@@ -128,7 +127,7 @@ def reconcile(store: ScheduleStore | None = None) -> SyncResult:
             entries.append(row.to_entry())
             pks.append(row.pk)
         except InvalidEntry as exc:
-            rejected[row.name] = str(exc)
+            rejected[row.name] = row_error(row, exc)
     # A row made invalid outside the admin keeps its last good version scheduled.
     for name in rejected:
         try:
@@ -198,6 +197,7 @@ class Retrier:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
 
     @property
     def running(self) -> bool:
@@ -207,6 +207,7 @@ class Retrier:
         with self._lock:
             if self.running:
                 return
+            self._stop.clear()
             self._thread = threading.Thread(
                 target=self._run, name="redisbeat-django-retry", daemon=True
             )
@@ -215,8 +216,7 @@ class Retrier:
     def _run(self) -> None:
         delay = RETRY_MIN_SECONDS
         try:
-            while True:
-                time.sleep(delay)
+            while not self._stop.wait(delay):
                 try:
                     result = reconcile()
                 except (RedisError, OSError, RedisBeatError) as exc:
@@ -233,6 +233,13 @@ class Retrier:
                 return
         finally:
             close_old_connections()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop retrying (the thread is a daemon; this is for orderly shutdown and tests)."""
+        self._stop.set()
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
 
 
 retrier = Retrier()

@@ -115,6 +115,28 @@ def test_remove_deletes_the_entry_and_everything_about_it(store, client):
         store.get("e")
 
 
+def test_remove_with_a_source_leaves_entries_of_other_sources(store):
+    store.upsert(entry(source="config"))
+    assert store.remove("e", source="django") is False
+    assert store.get("e").source == "config"
+    assert store.remove("e", source="config") is True
+    assert "e" not in store
+
+
+def test_upsert_owned_reports_each_name_and_skips_foreign_ones(store):
+    store.upsert(entry(name="theirs", source="config"))
+    store.upsert(entry(name="same", source="django"))
+    result = store.upsert_owned(
+        [
+            entry(name="theirs", source="django"),
+            entry(name="same", source="django"),
+            entry(name="new", source="django"),
+        ]
+    )
+    assert result == {"theirs": "foreign", "same": "unchanged", "new": "written"}
+    assert store.get("theirs").source == "config"
+
+
 def test_a_clocked_entry_in_the_past_is_due_at_once(store, client):
     at = datetime.now(UTC) - timedelta(minutes=5)
     store.upsert(entry(schedule=Clocked(at)))

@@ -10,6 +10,7 @@ from servers import RedisServer
 
 from redisbeat import ScheduleStore
 from redisbeat_django.conf import get_store, reset_store
+from redisbeat_django.sync import retrier
 
 
 def point_store_at(server: RedisServer, prefix: str) -> ScheduleStore:
@@ -35,3 +36,10 @@ def own_store(own_redis: RedisServer, prefix: str) -> Iterator[ScheduleStore]:
     store = point_store_at(own_redis, prefix)
     yield store
     reset_store()
+
+
+@pytest.fixture(autouse=True)
+def _no_retry_left_running() -> Iterator[None]:
+    """A background retry must not outlive its test and push into the next one's store."""
+    yield
+    retrier.stop()
