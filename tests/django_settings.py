@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from urllib.parse import urlsplit
+
 SECRET_KEY = "redisbeat-tests"
 DEBUG = False
 ALLOWED_HOSTS = ["*"]
@@ -39,6 +42,16 @@ TEMPLATES = [
     }
 ]
 DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+if os.environ.get("TEST_DATABASE_URL"):  # postgres://user@host:port/name (tests/test_postgres.py)
+    url = urlsplit(os.environ["TEST_DATABASE_URL"])
+    DATABASES["default"] = {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": url.path.lstrip("/"),
+        "USER": url.username or "",
+        "PASSWORD": url.password or "",
+        "HOST": url.hostname or "",
+        "PORT": str(url.port or ""),
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 STATIC_URL = "/static/"
 REDISBEAT_CELERY_APP = "django_celery_app:app"

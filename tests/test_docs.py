@@ -26,8 +26,8 @@ PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
 #: The Redis URL the examples are written against; the tests swap in the session server.
 EXAMPLE_URL = "redis://localhost:6379/0"
 #: Databases of the session redis-server kept for these tests (the other tests use 0 and 1).
-QUICKSTART_DB = 9
-FIRST_PAGE_DB = 10
+QUICKSTART_DB = 2
+FIRST_PAGE_DB = 3
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```[ \t]*$", re.M | re.S)
 HEADING = re.compile(r"^#{1,6} +(.+?) *$", re.M)
 LINK = re.compile(r"\]\(([^)\s]+)\)")
