@@ -57,7 +57,7 @@ class PeriodicTaskQuerySet(models.QuerySet["PeriodicTask"]):
 
         pks = list(self.values_list("pk", flat=True))
         names = list(self.values_list("name", flat=True)) if "name" in kwargs else []
-        count = super().update(sync_status=SyncStatus.PENDING, **kwargs)
+        count = super().update(**{**kwargs, "sync_status": "pending"})
         sync.push_on_commit(pks, removed=names, using=self.db)
         return count
 
@@ -68,14 +68,7 @@ class PeriodicTaskQuerySet(models.QuerySet["PeriodicTask"]):
         sync.push_on_commit([], names=[o.name for o in created], using=self.db)
         return created
 
-    def bulk_update(self, objs: Any, fields: Any, *args: Any, **kwargs: Any) -> int:
-        from . import sync
-
-        objs = list(objs)
-        count = super().bulk_update(objs, fields, *args, **kwargs)
-        if not SYNC_FIELDS.issuperset(fields):
-            sync.push_on_commit([o.pk for o in objs], using=self.db)
-        return count
+    # bulk_update() goes through update(), so it is pushed too.
 
 
 class PeriodicTask(models.Model):
