@@ -113,13 +113,17 @@ class ScheduleStore:
         """Add or replace many entries, pipelined; returns how many changed."""
         written = 0
         for chunk in _chunks(entries, CHUNK):
-            written += sum(1 for r in self._write(chunk, force=force).values() if r == "written")
+            results = self._write(chunk, force=force).values()
+            written += sum(1 for r in results if r in ("added", "updated"))
         if written:
             self.client.publish(self.keys.events, "*")
         return written
 
     def _write(self, chunk: list[Entry], *, force: bool, foreign: str = "raise") -> dict[str, str]:
-        """Write a chunk with compare-and-set; result per name: written, unchanged, foreign."""
+        """Write a chunk with compare-and-set.
+
+        Result per name: ``added``, ``updated``, ``unchanged`` or ``foreign``.
+        """
         pending = {e.name: e.with_default_tz(self.timezone) for e in chunk}
         results: dict[str, str] = {}
         for _ in range(MAX_CAS_ATTEMPTS):
@@ -163,10 +167,10 @@ class ScheduleStore:
                     ],
                     client=pipe,
                 )
-                sent.append(name)
-            for name, reply in zip(sent, pipe.execute(), strict=False):
+                sent.append((name, "updated" if old_raw else "added"))
+            for (name, written), reply in zip(sent, pipe.execute(), strict=False):
                 if reply != -1:
-                    results[name] = "written" if reply == 1 else "unchanged"
+                    results[name] = written if reply == 1 else "unchanged"
                     del pending[name]
             pending = {n: e for n, e in pending.items() if n not in results}
             if not pending:
@@ -176,12 +180,12 @@ class ScheduleStore:
     def upsert_owned(self, entries: Iterable[Entry]) -> dict[str, str]:
         """Add or replace entries, leaving alone names that another source owns.
 
-        Returns, per name, ``"written"``, ``"unchanged"`` or ``"foreign"``.
+        Returns, per name, ``"added"``, ``"updated"``, ``"unchanged"`` or ``"foreign"``.
         """
         results: dict[str, str] = {}
         for chunk in _chunks(entries, CHUNK):
             results.update(self._write(chunk, force=False, foreign="skip"))
-        if "written" in results.values():
+        if {"added", "updated"} & set(results.values()):
             self.client.publish(self.keys.events, "*")
         return results
 
@@ -233,14 +237,13 @@ class ScheduleStore:
                     f"entry {entry.name!r} has source {entry.source!r}, not {source!r}"
                 )
         owned = self.names(source)
-        stored = set(owned)
         results: dict[str, str] = {}
         for chunk in _chunks(wanted.values(), CHUNK):
             results.update(self._write(chunk, force=False, foreign="skip"))
         removed = [n for n in sorted(owned - set(wanted)) if self.remove(n, source=source)]
         report = SyncReport(
-            added=sorted(n for n, r in results.items() if r == "written" and n not in stored),
-            updated=sorted(n for n, r in results.items() if r == "written" and n in stored),
+            added=sorted(n for n, r in results.items() if r == "added"),
+            updated=sorted(n for n, r in results.items() if r == "updated"),
             removed=removed,
             unchanged=sum(1 for r in results.values() if r == "unchanged"),
             foreign=sorted(n for n, r in results.items() if r == "foreign"),

@@ -167,10 +167,32 @@ def _scan_start(after_s: int, zone: tzinfo) -> datetime:
     return local.replace(tzinfo=None)
 
 
+class _Croniter(croniter):  # type: ignore[misc]
+    """croniter that parses each expression once: parsing is most of the cost of a call."""
+
+    @classmethod
+    def _expand(cls, expr_format: str, *args: Any, **kwargs: Any) -> Any:
+        if args or kwargs.get("hash_id") or kwargs.get("from_timestamp") is not None:
+            return super()._expand(expr_format, *args, **kwargs)
+        seconds_first = bool(kwargs.get("second_at_beginning"))
+        expanded, nth, expressions, nearest = _parsed(expr_format, seconds_first)
+        return (
+            [list(f) for f in expanded],
+            {k: set(v) for k, v in nth.items()},
+            list(expressions),
+            set(nearest),
+        )
+
+
+@lru_cache(maxsize=1024)
+def _parsed(expr: str, seconds_first: bool) -> Any:
+    return croniter._expand(expr, second_at_beginning=seconds_first)
+
+
 def _next_wall_clock(schedule: Crontab | Cron, after_ms: int, zone: tzinfo) -> int | None:
     spec = cron_spec(schedule)
     start = _scan_start(after_ms // 1000, zone)
-    walls = croniter(spec.expr, start, day_or=spec.day_or, second_at_beginning=spec.seconds_first)
+    walls = _Croniter(spec.expr, start, day_or=spec.day_or, second_at_beginning=spec.seconds_first)
     try:
         while True:
             due_ms: int = _localise(walls.get_next(datetime), zone) * 1000

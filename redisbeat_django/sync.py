@@ -101,11 +101,12 @@ def _push_rows(store: ScheduleStore, rows: Iterable[PeriodicTask], result: SyncR
             entries.append(row.to_entry())
         except InvalidEntry as exc:
             result.rejected[row.name] = row_error(row, exc)
-    stored = store.names(SOURCE) if entries else set()
     outcome = store.upsert_owned(entries)
     for name, what in outcome.items():
-        if what == "written":
-            (result.updated if name in stored else result.added).append(name)
+        if what == "added":
+            result.added.append(name)
+        elif what == "updated":
+            result.updated.append(name)
         elif what == "unchanged":
             result.unchanged += 1
         else:

@@ -133,7 +133,10 @@ def test_upsert_owned_reports_each_name_and_skips_foreign_ones(store):
             entry(name="new", source="django"),
         ]
     )
-    assert result == {"theirs": "foreign", "same": "unchanged", "new": "written"}
+    assert result == {"theirs": "foreign", "same": "unchanged", "new": "added"}
+    assert store.upsert_owned([entry(name="new", source="django", enabled=False)]) == {
+        "new": "updated"
+    }
     assert store.get("theirs").source == "config"
 
 

@@ -1,0 +1,174 @@
+"""Measure the Django side at scale: the admin change list with N periodic tasks, and how
+long an admin edit takes to reach Redis.
+
+    .venv/bin/python benchmarks/django_admin.py [--tasks 100000] [--requests 20]
+
+Starts its own redis-server and SQLite database in a temporary directory; prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def timed(fn: Callable[[], Any], runs: int) -> list[float]:
+    fn()  # warm-up
+    out = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - start) * 1000)
+    return out
+
+
+def redis_calls(client: Any) -> int:
+    return sum(int(v["calls"]) for k, v in client.info("commandstats").items())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=100_000)
+    parser.add_argument("--requests", type=int, default=20)
+    args = parser.parse_args()
+
+    from servers import RedisServer
+
+    workdir = Path(tempfile.mkdtemp(prefix="redisbeat-bench-"))
+    server = RedisServer(workdir).start()
+    try:
+        run(args, workdir, server)
+    finally:
+        server.stop()
+
+
+def run(args: argparse.Namespace, workdir: Path, server: Any) -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "django_settings")
+    import django_settings
+
+    django_settings.DATABASES["default"]["NAME"] = str(workdir / "db.sqlite3")
+    django_settings.ALLOWED_HOSTS = ["*"]
+    import django
+
+    django.setup()
+    import redis
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from django.db import connection, transaction
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext, setup_test_environment
+    from django_celery_app import app
+
+    from redisbeat_django.conf import get_store
+    from redisbeat_django.models import PeriodicTask
+
+    setup_test_environment()
+    app.conf.redisbeat_redis_url = server.url()
+    app.conf.broker_url = server.url()
+    call_command("migrate", verbosity=0)
+    store = get_store()
+    rows: list[tuple[str, str]] = []
+
+    start = time.perf_counter()
+    with transaction.atomic():
+        PeriodicTask.objects.bulk_create(
+            (
+                PeriodicTask(
+                    name=f"task-{i:06d}",
+                    task="reports.daily",
+                    kind="cron" if i % 2 else "interval",
+                    cron_expression="*/5 * * * *",
+                    every=60 + i % 600,
+                )
+                for i in range(args.tasks)
+            ),
+            batch_size=5000,
+        )
+    created = time.perf_counter() - start
+    assert len(store.names("django")) == args.tasks
+    rows.append((f"create {args.tasks:,} rows + push to Redis", f"{created:.1f} s"))
+
+    User.objects.create_superuser("admin", "admin@example.com", "pw")
+    client = Client()
+    client.login(username="admin", password="pw")
+    base = "/admin/redisbeat_django/periodictask/"
+    rclient = redis.Redis.from_url(server.url())
+    pages = {
+        "change list, first page": base,
+        "change list, last page": f"{base}?p={args.tasks // 100 - 1}",
+        "change list, search by name": f"{base}?q=task-09999",
+        "change list, filter disabled": f"{base}?enabled__exact=0",
+    }
+    for label, url in pages.items():
+        response = client.get(url)
+        assert response.status_code == 200, (url, response.status_code)
+        with CaptureQueriesContext(connection) as queries:
+            before = redis_calls(rclient)
+            client.get(url)
+            commands = redis_calls(rclient) - before - 1  # INFO itself
+        times = timed(lambda url=url: client.get(url), args.requests)
+        rows.append(
+            (
+                label,
+                f"p50 {statistics.median(times):.0f} ms, p95 {percentile(times, 0.95):.0f} ms, "
+                f"{len(queries)} SQL queries, {commands} Redis commands",
+            )
+        )
+
+    # Edit to effect: an admin save, until Redis holds the new definition.
+    row = PeriodicTask.objects.get(name="task-000000")
+    change = f"{base}{row.pk}/change/"
+    form = {
+        "name": row.name,
+        "task": row.task,
+        "args": "[]",
+        "kwargs": "{}",
+        "headers": "{}",
+        "kind": "interval",
+        "period": "seconds",
+        "minute": "*",
+        "hour": "*",
+        "day_of_week": "*",
+        "day_of_month": "*",
+        "month_of_year": "*",
+        "enabled": "on",
+        "catch_up": "once",
+    }
+    latencies = []
+    for every in range(10, 10 + args.requests * 2):
+        start = time.perf_counter()
+        response = client.post(change, {**form, "every": str(every)})
+        assert response.status_code == 302, response.content[:2000]
+        while store.get(row.name).schedule.every != every:  # type: ignore[union-attr]
+            pass
+        latencies.append((time.perf_counter() - start) * 1000)
+    rows.append(
+        (
+            "admin save until Redis has it",
+            f"p50 {statistics.median(latencies):.0f} ms, p99 {percentile(latencies, 0.99):.0f} ms",
+        )
+    )
+
+    width = max(len(label) for label, _ in rows)
+    print(f"{'measure':<{width}}  result")
+    for label, value in rows:
+        print(f"{label:<{width}}  {value}")
+
+
+if __name__ == "__main__":
+    main()
