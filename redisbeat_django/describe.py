@@ -1,0 +1,203 @@
+"""Schedules in plain English and their upcoming run times, for the admin.
+
+Cron text comes from ``cron_descriptor``; run times from redisbeat's own timing functions
+(``Entry.first_due_ms``/``Entry.next_due_ms``), so the preview shows what a beat will do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timezone, tzinfo
+from functools import lru_cache
+from typing import Any
+
+from cron_descriptor import ExpressionDescriptor, Options
+from django.utils import timezone as django_tz
+from django.utils.html import format_html
+from django.utils.timesince import timesince, timeuntil
+
+from redisbeat import Entry
+from redisbeat.errors import InvalidEntry, InvalidSchedule, RedisBeatError
+from redisbeat.records import EntryState
+from redisbeat.schedules import get_zone
+from redisbeat.timing import from_ms, to_ms
+
+from .conf import get_store
+from .entries import form_field
+
+NO_VALUE = "—"
+# croniter's aliases, spelled out for cron_descriptor (which reads five or six fields).
+_ALIASES = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+_UNRESTRICTED = {"*", "?"}
+
+
+def default_zone() -> str:
+    """The zone of schedules that name none: the Celery app's, as the beat reads it."""
+    try:
+        return get_store().timezone
+    except (RedisBeatError, ValueError):
+        return "UTC"
+
+
+def zone_of(row: Any) -> str:
+    """The zone a row's times are shown in: its own, else the Celery time zone."""
+    return str(row.timezone or default_zone())
+
+
+def describe(row: Any, *, with_zone: bool = True) -> str:
+    """One line saying when a row runs, e.g. "Every 15 minutes, Monday through Friday"."""
+    kind = row.kind
+    if kind == "interval":
+        return _interval(row.every, row.period)
+    if kind in ("crontab", "cron"):
+        if kind == "crontab":
+            fields = (row.minute, row.hour, row.day_of_month, row.month_of_year, row.day_of_week)
+            text = _cron_text(" ".join(f.strip() or "*" for f in fields), either=False)
+        else:
+            text = _cron_text(row.cron_expression.strip(), either=True)
+        return f"{text} ({zone_of(row)})" if with_zone else text
+    if kind == "clocked":
+        if row.clocked_at is None:
+            return "Once (no time set)"
+        return f"Once, at {format_time(row.clocked_at, zone_info(row))}"
+    if kind == "solar":
+        return _solar(row.solar_event, row.latitude, row.longitude)
+    return f"Unknown schedule kind {kind!r}"
+
+
+def _interval(every: int | None, period: str) -> str:
+    if not every:
+        return "Interval (no period set)"
+    if every == 1:
+        return f"Every {period.removesuffix('s')}"
+    return f"Every {every} {period}"
+
+
+@lru_cache(maxsize=1024)
+def _cron_text(expr: str, *, either: bool) -> str:
+    """cron_descriptor's description; ``either``: day of month OR day of week (cron)."""
+    spelled = _ALIASES.get(expr.lower(), expr)
+    options = Options()
+    options.use_24hour_time_format = True
+    try:
+        text = str(ExpressionDescriptor(spelled, options).get_description())
+    except Exception:  # its errors share no base class; the raw expression still informs
+        return f"cron {expr}" if either else f"crontab {expr}"
+    parts = spelled.split()
+    dom, dow = (parts[-3], parts[-1]) if len(parts) in (5, 6) else ("*", "*")
+    if either and dom not in _UNRESTRICTED and dow not in _UNRESTRICTED:
+        # cron fires on either day; cron_descriptor words it as both ("..., only on Monday").
+        either_text = text.replace(", only on ", " or on ", 1)
+        text = either_text if either_text != text else f"{text} (either day matches)"
+    return text
+
+
+def _solar(event: str, latitude: Any, longitude: Any) -> str:
+    if not event or latitude is None or longitude is None:
+        return "Solar event (incomplete)"
+    words = event.split("_")
+    name = f"{words[1]} {words[0]}" if words[0] in ("dawn", "dusk") else " ".join(words)
+    lat, lon = float(latitude), float(longitude)
+    where = f"{abs(lat):g}°{'N' if lat >= 0 else 'S'} {abs(lon):g}°{'E' if lon >= 0 else 'W'}"
+    return f"At {name}, seen from {where}"
+
+
+def format_time(value: datetime | None, zone: tzinfo | None = None) -> str:
+    """``Mon 2024-05-06 09:00:00 CEST`` in ``zone`` (default: Django's current zone)."""
+    if value is None:
+        return NO_VALUE
+    if django_tz.is_naive(value):
+        value = django_tz.make_aware(value)
+    local = value.astimezone(zone or django_tz.get_current_timezone())
+    text = local.strftime("%a %Y-%m-%d %H:%M:%S")
+    if local.microsecond:
+        text += f".{local.microsecond // 1000:03d}"
+    return f"{text} {local.tzname()}"
+
+
+def time_cell(value: datetime | None) -> str:
+    """A change list cell: the time in Django's zone, "in 3 minutes" or "5 days ago" as title."""
+    if value is None:
+        return NO_VALUE
+    now = django_tz.now()
+    relative = f"in {timeuntil(value, now)}" if value > now else f"{timesince(value, now)} ago"
+    return format_html('<span title="{}">{}</span>', relative, format_time(value))
+
+
+def name_list(names: list[str], most: int = 10) -> str:
+    """``a, b, c and 7 more``."""
+    shown = ", ".join(names[:most])
+    return f"{shown} and {len(names) - most} more" if len(names) > most else shown
+
+
+def zone_info(row: Any) -> tzinfo:
+    """The zone of :func:`zone_of` as a tzinfo (UTC when the row names an unknown zone)."""
+    try:
+        return get_zone(zone_of(row))
+    except InvalidSchedule:
+        return timezone.utc
+
+
+def next_runs(
+    entry: Entry,
+    zone: str,
+    count: int = 5,
+    *,
+    first: datetime | None = None,
+    now: datetime | None = None,
+) -> list[datetime]:
+    """The next ``count`` runs, aware in ``zone``; from ``first`` (the live next run) if given.
+
+    Raises ``ImportError`` for a solar schedule when ``ephem`` is not installed.
+    """
+    tz = get_zone(zone)
+    now_ms = to_ms(now or datetime.now(timezone.utc))
+    due = to_ms(first) if first is not None else entry.first_due_ms(now_ms, zone)
+    runs: list[datetime] = []
+    while due is not None and len(runs) < count:
+        runs.append(from_ms(due).astimezone(tz))
+        due = entry.next_due_ms(due, due, zone)
+    return runs
+
+
+def preview(row: Any, state: EntryState | None) -> dict[str, Any]:
+    """What the change form's schedule preview shows: text, next runs, notes (or an error)."""
+    zone = zone_of(row)
+    try:
+        entry = row.to_entry()
+    except InvalidEntry as exc:
+        return {"error": f"Not a valid schedule ({form_field(row, exc.field)}: {exc.message})"}
+    live = state.next_run_at if state and row.sync_status == "synced" and row.enabled else None
+    try:
+        runs = next_runs(replace(entry, enabled=True), zone, first=live)
+    except (ImportError, RedisBeatError, ValueError) as exc:
+        return {"description": describe(row), "error": f"Cannot compute run times: {exc}"}
+    now, notes = datetime.now(timezone.utc), []
+    if not row.enabled:
+        notes.append("Disabled: these are the times it would run if enabled.")
+    if row.start_at:
+        notes.append(f"Starts {format_time(row.start_at, get_zone(zone))}.")
+    if row.end_at:
+        notes.append(f"Ends {format_time(row.end_at, get_zone(zone))}.")
+    if row.one_off:
+        notes.append("One-off: runs once, then never again.")
+    if row.catch_up == "skip":
+        notes.append("After downtime, missed runs are skipped.")
+    else:
+        notes.append("After downtime, one run is sent for all the runs missed.")
+    return {
+        "description": describe(row),
+        "zone": zone,
+        "runs": [
+            format_time(run, run.tzinfo) + (" (due now)" if run < now else "") for run in runs
+        ],
+        "notes": notes,
+    }
