@@ -4,9 +4,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
-LINT_PATHS := redisbeat redisbeat_django tests
+LINT_PATHS := redisbeat redisbeat_django tests example_project benchmarks
 
-.PHONY: test lint pytest redis-server venv clean
+.PHONY: demo test lint pytest redis-server postgresql chromium venv clean
 
 test: lint pytest
 
@@ -33,13 +33,47 @@ redis-server:
 		exit 1; \
 	fi
 
+# The Django admin browser tests drive Debian's Chromium with Playwright (never
+# Playwright's own downloaded browsers); this only makes sure the binary exists.
+chromium:
+	@if [ -x "$${CHROMIUM:-/usr/bin/chromium}" ] || command -v chromium >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "chromium not found: installing it with apt-get"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else \
+		echo "chromium is not installed. Install it (Debian: sudo apt-get install chromium," \
+		     "Ubuntu: sudo snap install chromium) or point CHROMIUM at a Chromium binary," \
+		     "and run make again."; \
+		exit 1; \
+	fi
+
+# The Django tests also run on a private PostgreSQL server; this only makes sure initdb
+# exists. No cluster is created and no service is started by the install.
+postgresql:
+	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "PostgreSQL not found: installing its binaries with apt-get (no cluster is created)"; \
+		mkdir -p /etc/postgresql-common/createcluster.d && \
+		echo "create_main_cluster = false" > /etc/postgresql-common/createcluster.d/redisbeat.conf && \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	else \
+		echo "PostgreSQL is not installed. Install it (Debian/Ubuntu: sudo apt-get install postgresql," \
+		     "macOS: brew install postgresql) or set PG_BINDIR, and run make again."; \
+		exit 1; \
+	fi
+
 lint: venv
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	$(VENV)/bin/mypy
 
-pytest: venv redis-server
+pytest: venv redis-server postgresql chromium
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Two beats, a worker and the Django admin on a private redis-server; Ctrl-C stops it all.
+# DEMO_SECONDS=30 make demo runs 30 s and fails if an occurrence ran twice or not at all.
+demo: venv redis-server
+	$(PY) example_project/demo.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -100,7 +100,9 @@ class Config:
 def _reject_unknown_settings(conf: Any) -> None:
     known = {f"redisbeat_{name}" for name in DEFAULTS}
     for key in list(conf.keys()):
-        if isinstance(key, str) and key.lower().startswith("redisbeat_") and key not in known:
+        # Lower case only: upper-case REDISBEAT_* names are Django settings of redisbeat_django,
+        # which Celery sees too when it is configured from django.conf:settings.
+        if isinstance(key, str) and key.startswith("redisbeat_") and key not in known:
             close = difflib.get_close_matches(key, sorted(known), n=1)
             hint = f"; did you mean {close[0]}?" if close else ""
             raise ConfigurationError(f"unknown setting {key}{hint}")

@@ -63,6 +63,12 @@ def test_a_misspelt_setting_is_rejected_with_a_suggestion():
         Config.from_app(app_with(broker_url="redis://", redisbeat_lease_second=5))
 
 
+def test_django_settings_of_redisbeat_django_are_not_mistaken_for_misspellings():
+    # Celery configured from django.conf:settings sees every Django setting.
+    config = Config.from_app(app_with(broker_url="redis://", REDISBEAT_CELERY_APP="proj:app"))
+    assert config.redis_url == "redis://"
+
+
 @pytest.mark.parametrize(
     ("setting", "value"),
     [

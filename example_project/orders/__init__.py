@@ -1,0 +1,1 @@
+"""The orders app: a few periodic housekeeping tasks."""
