@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
+
+from .timing import from_ms
 
 Action = Literal["sent", "skipped", "release"]
 
@@ -23,6 +26,32 @@ class EntryState:
     #: True while a beat holds a claim on the entry (the occurrence is being sent).
     running: bool = False
 
+    @classmethod
+    def from_redis(
+        cls, name: str, score: float | None, raw: str | None, claim: str | None
+    ) -> EntryState:
+        """From the schedule score, the state JSON and the inflight record (any may be absent)."""
+        data: dict[str, Any] = {}
+        if raw:
+            try:
+                data = json.loads(raw)
+            except ValueError:
+                data = {}
+
+        def ms(key: str) -> datetime | None:
+            return from_ms(int(data[key])) if data.get(key) is not None else None
+
+        return cls(
+            name=name,
+            next_run_at=from_ms(int(score)) if score is not None else None,
+            last_run_at=ms("last_run_at"),
+            last_sent_at=ms("last_sent_at"),
+            total_run_count=int(data.get("total_run_count") or 0),
+            last_task_id=data.get("last_task_id"),
+            last_beat=data.get("last_beat"),
+            running=claim is not None,
+        )
+
 
 @dataclass(frozen=True)
 class BeatInfo:
@@ -32,6 +61,17 @@ class BeatInfo:
     hostname: str
     pid: int
     last_seen: datetime
+
+    @classmethod
+    def from_heartbeat(cls, beat_id: str, score: int) -> BeatInfo:
+        """From a ``hostname:pid:suffix`` beat id and its last heartbeat (ms)."""
+        hostname, pid, _ = ([*beat_id.rsplit(":", 2), "", ""])[:3]
+        return cls(
+            id=beat_id,
+            hostname=hostname,
+            pid=int(pid) if pid.isdigit() else 0,
+            last_seen=from_ms(score),
+        )
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ import logging
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
-from datetime import datetime
 from itertools import islice
 from typing import Any, cast
 
@@ -294,7 +293,7 @@ class ScheduleStore:
         pipe.hmget(self.keys.inflight, names)
         scores, states, claims = pipe.execute()
         return [
-            _state(n, sc, st, cl)
+            EntryState.from_redis(n, sc, st, cl)
             for n, sc, st, cl in zip(names, scores, states, claims, strict=False)
         ]
 
@@ -305,7 +304,7 @@ class ScheduleStore:
             self.keys.beats, now - self.beat_ttl_ms, "+inf", withscores=True
         )
         pairs = cast("list[tuple[Any, Any]]", rows)  # redis-py types this loosely
-        return [_beat_info(_text(beat_id), int(score)) for beat_id, score in pairs]
+        return [BeatInfo.from_heartbeat(_text(beat_id), int(score)) for beat_id, score in pairs]
 
     def quarantined(self) -> dict[str, Quarantined]:
         out = {}
@@ -424,36 +423,3 @@ def _load_or_none(raw: str | None, name: str) -> Entry | None:
         return Entry.loads(raw, name)
     except CorruptEntry:
         return None
-
-
-def _state(name: str, score: float | None, raw: str | None, claim: str | None) -> EntryState:
-    data: dict[str, Any] = {}
-    if raw:
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            data = {}
-
-    def ms(key: str) -> datetime | None:
-        return from_ms(int(data[key])) if data.get(key) is not None else None
-
-    return EntryState(
-        name=name,
-        next_run_at=from_ms(int(score)) if score is not None else None,
-        last_run_at=ms("last_run_at"),
-        last_sent_at=ms("last_sent_at"),
-        total_run_count=int(data.get("total_run_count") or 0),
-        last_task_id=data.get("last_task_id"),
-        last_beat=data.get("last_beat"),
-        running=claim is not None,
-    )
-
-
-def _beat_info(beat_id: str, score: int) -> BeatInfo:
-    hostname, pid, _ = ([*beat_id.rsplit(":", 2), "", ""])[:3]
-    return BeatInfo(
-        id=beat_id,
-        hostname=hostname,
-        pid=int(pid) if pid.isdigit() else 0,
-        last_seen=from_ms(score),
-    )
