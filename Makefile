@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
 LINT_PATHS := redisbeat redisbeat_django tests example_project benchmarks
 
-.PHONY: demo test lint pytest redis-server postgresql chromium venv clean
+.PHONY: demo test chaos lint pytest redis-server postgresql chromium faketime venv clean
 
 test: lint pytest
 
@@ -62,13 +62,31 @@ postgresql:
 		exit 1; \
 	fi
 
+# The clock-skew chaos scenarios run a beat under Debian's libfaketime.
+faketime:
+	@if ls /usr/lib/*/faketime/libfaketime.so.1 /usr/lib/faketime/libfaketime.so.1 >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "libfaketime not found: installing it with apt-get"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime >/dev/null; \
+	else \
+		echo "libfaketime is not installed. Install it (Debian/Ubuntu: sudo apt-get install faketime," \
+		     "macOS: brew install libfaketime) and run make again."; \
+		exit 1; \
+	fi
+
 lint: venv
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	$(VENV)/bin/mypy
 
-pytest: venv redis-server postgresql chromium
+pytest: venv redis-server postgresql chromium faketime
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Fault injection with an independent checker (docs/guarantees.md#fault-injection): every
+# scenario in the quick profile, or FULL=1 for thousands of entries and five beats.
+# Writes benchmarks/results/<date>-chaos-<profile>.{md,json} and the table in the docs.
+chaos: venv redis-server faketime
+	$(PY) -m benchmarks.chaos --profile $(if $(FULL),full,quick) --update-docs
 
 # Two beats, a worker and the Django admin on a private redis-server; Ctrl-C stops it all.
 # DEMO_SECONDS=30 make demo runs 30 s and fails if an occurrence ran twice or not at all.

@@ -13,6 +13,7 @@ from .errors import (
     EntryNotFound,
     InvalidEntry,
     InvalidSchedule,
+    NotReplicated,
     OwnershipError,
     RedisBeatError,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "Interval",
     "InvalidEntry",
     "InvalidSchedule",
+    "NotReplicated",
     "OwnershipError",
     "Quarantined",
     "RedisBeatError",

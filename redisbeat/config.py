@@ -6,10 +6,14 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from .errors import ConfigurationError
 
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+SENTINEL_SCHEME = "sentinel://"
+#: The port a ``sentinel://`` address without one means (Redis Sentinel's own default).
+SENTINEL_PORT = 26379
 
 #: Setting name (without the ``redisbeat_`` prefix) -> default.
 DEFAULTS: dict[str, Any] = {
@@ -21,7 +25,68 @@ DEFAULTS: dict[str, Any] = {
     "socket_timeout": 10.0,
     "socket_connect_timeout": 5.0,
     "redis_options": {},
+    "sentinel_master": None,
+    "sentinel_options": {},
+    "wait_replicas": 0,
+    "wait_timeout": 0.5,
 }
+
+
+@dataclass(frozen=True)
+class SentinelURL:
+    """A ``sentinel://`` URL taken apart: where the sentinels are, and how to use the master."""
+
+    addresses: tuple[tuple[str, int], ...]
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+
+    @classmethod
+    def parse(cls, url: str) -> SentinelURL:
+        """Parse kombu's format: ``sentinel://[user:password@]host[:port][/db]``, several
+        separated by ``;``. The user, password and database may be given on any of the
+        addresses; given on several, they must agree."""
+        addresses: list[tuple[str, int]] = []
+        found: dict[str, set[Any]] = {"db": set(), "username": set(), "password": set()}
+        for part in (p.strip() for p in url.split(";")):
+            if not part:
+                continue
+            if not part.startswith(SENTINEL_SCHEME):
+                raise _bad_url(url, f"every address must start with {SENTINEL_SCHEME}")
+            split = urlsplit(part)
+            if split.query or split.fragment:
+                raise _bad_url(url, "a sentinel:// URL takes no query; use redisbeat_redis_options")
+            try:
+                port = split.port or SENTINEL_PORT
+            except ValueError:
+                raise _bad_url(url, "the port must be a number") from None
+            if not split.hostname:
+                raise _bad_url(url, "every address needs a host")
+            addresses.append((split.hostname, port))
+            path = split.path.strip("/")
+            if path:
+                if not path.isdigit():
+                    raise _bad_url(url, f"the database must be a number, not {path!r}")
+                found["db"].add(int(path))
+            if split.username:
+                found["username"].add(unquote(split.username))
+            if split.password is not None:
+                found["password"].add(unquote(split.password))
+        if not addresses:
+            raise _bad_url(url, "no sentinel address")
+        for what, values in found.items():
+            if len(values) > 1:
+                raise _bad_url(url, f"the addresses disagree on the {what}")
+        return cls(
+            tuple(addresses),
+            db=next(iter(found["db"]), 0),
+            username=next(iter(found["username"]), None),
+            password=next(iter(found["password"]), None),
+        )
+
+
+def _bad_url(url: str, why: str) -> ConfigurationError:
+    return ConfigurationError(f"redisbeat_redis_url {_redact(url)!r} is not valid: {why}")
 
 
 @dataclass(frozen=True)
@@ -36,13 +101,24 @@ class Config:
     max_loop_interval: float = 300.0
     timezone: str = "UTC"
     redis_options: Mapping[str, Any] = field(default_factory=dict)
+    #: The master name the sentinels monitor; only with a ``sentinel://`` URL.
+    sentinel_master: str | None = None
+    #: Keyword arguments for the connections to the sentinels themselves.
+    sentinel_options: Mapping[str, Any] = field(default_factory=dict)
+    #: After each claim, finish and API write, WAIT for this many replicas (0: do not wait).
+    wait_replicas: int = 0
+    #: The most seconds one WAIT blocks.
+    wait_timeout: float = 0.5
 
     def __post_init__(self) -> None:
-        if not self.redis_url.startswith(REDIS_SCHEMES):
+        if not self.redis_url.startswith((*REDIS_SCHEMES, SENTINEL_SCHEME)):
             raise ConfigurationError(
-                f"redisbeat_redis_url must start with one of {', '.join(REDIS_SCHEMES)}; "
+                "redisbeat_redis_url must start with one of "
+                f"{', '.join((*REDIS_SCHEMES, SENTINEL_SCHEME))}; "
                 f"got {_redact(self.redis_url)!r}"
             )
+        self._check_sentinel()
+        self._check_wait()
         if not self.key_prefix or any(c in self.key_prefix for c in "{}"):
             raise ConfigurationError(
                 f"redisbeat_key_prefix must be non-empty and contain no braces: {self.key_prefix!r}"
@@ -55,6 +131,49 @@ class Config:
             raise ConfigurationError(
                 f"redisbeat_batch_size must be a positive integer: {self.batch_size!r}"
             )
+
+    def _check_sentinel(self) -> None:
+        if self.sentinel is not None:
+            if not isinstance(self.sentinel_master, str) or not self.sentinel_master:
+                raise ConfigurationError(
+                    "redisbeat_sentinel_master must be set to the name the sentinels monitor "
+                    "(their 'sentinel monitor <name> ...' line) when redisbeat_redis_url is a "
+                    f"sentinel:// URL; got {self.sentinel_master!r}"
+                )
+        elif self.sentinel_master is not None:
+            raise ConfigurationError(
+                "redisbeat_sentinel_master is set but redisbeat_redis_url "
+                f"({_redact(self.redis_url)}) is not a sentinel:// URL"
+            )
+        for name in ("redis_options", "sentinel_options"):
+            if not isinstance(getattr(self, name), Mapping):
+                raise ConfigurationError(
+                    f"redisbeat_{name} must be a dict: {type(getattr(self, name)).__name__}"
+                )
+
+    def _check_wait(self) -> None:
+        replicas, timeout = self.wait_replicas, self.wait_timeout
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+            raise ConfigurationError(
+                f"redisbeat_wait_replicas must be a non-negative integer: {replicas!r}"
+            )
+        if not _positive(timeout):
+            raise ConfigurationError(
+                f"redisbeat_wait_timeout must be a positive number: {timeout!r}"
+            )
+        socket_timeout: Any = self.redis_options.get("socket_timeout")
+        if replicas and _positive(socket_timeout) and timeout >= socket_timeout:
+            raise ConfigurationError(
+                f"redisbeat_wait_timeout ({timeout} s) must be shorter than the socket timeout "
+                f"({socket_timeout} s), or every WAIT that runs out would look like an outage"
+            )
+
+    @property
+    def sentinel(self) -> SentinelURL | None:
+        """The parsed ``sentinel://`` URL, or None for a plain Redis URL."""
+        if not self.redis_url.startswith(SENTINEL_SCHEME):
+            return None
+        return SentinelURL.parse(self.redis_url)
 
     @property
     def lease_ms(self) -> int:
@@ -69,11 +188,13 @@ class Config:
         def get(name: str) -> Any:
             return conf.get(f"redisbeat_{name}", DEFAULTS[name])
 
-        options = dict(get("redis_options") or {})
+        options = _mapping("redis_options", get("redis_options"))
         url = get("redis_url")
+        master = get("sentinel_master")
+        sentinel_options = _mapping("sentinel_options", get("sentinel_options"))
         if not url:
             url = conf.broker_url or ""
-            if not url.startswith(REDIS_SCHEMES):
+            if not url.startswith((*REDIS_SCHEMES, SENTINEL_SCHEME)):
                 raise ConfigurationError(
                     "redisbeat_redis_url is not set and the broker URL "
                     f"({_redact(url) or 'unset'}) is not a Redis URL: set redisbeat_redis_url "
@@ -82,8 +203,21 @@ class Config:
             # A Redis broker over TLS usually needs the same certificate options.
             if url.startswith("rediss://") and isinstance(conf.broker_use_ssl, Mapping):
                 options = {**conf.broker_use_ssl, **options}
+            if url.startswith(SENTINEL_SCHEME):
+                # As kombu does: the master name and the sentinels' own connection options
+                # come from the transport options, TLS to the master from broker_use_ssl.
+                transport = conf.broker_transport_options or {}
+                if master is None:
+                    master = transport.get("master_name")
+                if "redisbeat_sentinel_options" not in conf:
+                    sentinel_options = dict(transport.get("sentinel_kwargs") or {})
+                if isinstance(conf.broker_use_ssl, Mapping):
+                    options = {"ssl": True, **conf.broker_use_ssl, **options}
         options.setdefault("socket_timeout", get("socket_timeout"))
         options.setdefault("socket_connect_timeout", get("socket_connect_timeout"))
+        # Without these a sentinel that stopped answering would block a beat for ever.
+        sentinel_options.setdefault("socket_timeout", get("socket_timeout"))
+        sentinel_options.setdefault("socket_connect_timeout", get("socket_connect_timeout"))
         tz = getattr(app.timezone, "key", None) or "UTC"
         return cls(
             redis_url=url,
@@ -94,6 +228,10 @@ class Config:
             max_loop_interval=float(conf.beat_max_loop_interval or 300.0),
             timezone=tz,
             redis_options=options,
+            sentinel_master=master,
+            sentinel_options=sentinel_options,
+            wait_replicas=get("wait_replicas"),
+            wait_timeout=get("wait_timeout"),
         )
 
 
@@ -108,8 +246,23 @@ def _reject_unknown_settings(conf: Any) -> None:
             raise ConfigurationError(f"unknown setting {key}{hint}")
 
 
+def _mapping(name: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(f"redisbeat_{name} must be a dict: {type(value).__name__}")
+    return dict(value)
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
 def _redact(url: str) -> str:
-    """Hide a password in a URL before it reaches an error message."""
+    """Hide a password in a URL (or in each of several, ``;``-separated) before it reaches an
+    error message."""
+    if ";" in url:
+        return ";".join(_redact(part) for part in url.split(";"))
     if "@" not in url or "://" not in url:
         return url
     scheme, rest = url.split("://", 1)

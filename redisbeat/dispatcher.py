@@ -1,8 +1,10 @@
 """Dispatcher: one beat's loop step, independent of Celery.
 
 Claim the due occurrences, send each (through a callable the Celery adapter supplies),
-finish the batch, and say how long to wait. Redis outages are expected: the dispatcher logs
-one line, backs off, keeps any batch it could not finish, and carries on when Redis is back.
+finish the batch, and say how long to wait. Redis trouble is expected: an outage, and error
+replies too (out of memory, a read-only replica, an ACL denial, a key of the wrong type). The
+dispatcher logs one line saying which, backs off, keeps any batch it could not finish, and
+carries on when Redis answers normally again.
 """
 
 from __future__ import annotations
@@ -18,14 +20,15 @@ import redis
 
 from .config import Config
 from .entry import Entry, occurrence_id
-from .errors import CorruptEntry, RedisBeatError
+from .errors import CorruptEntry, RedisBeatError, RedisTrouble
 from .records import ClaimBatch, FinishResult, Outcome
 from .store import ScheduleStore
 
 log = logging.getLogger(__name__)
 
-#: publish(entry, task_id, due_ms): send one occurrence; raise to hand the claim back.
-Publish = Callable[[Entry, str, int], None]
+#: publish(entry, task_id, due_ms, now_ms): send one occurrence; raise to hand the claim back.
+#: ``now_ms`` is the Redis clock at the moment of sending (the clock every beat shares).
+Publish = Callable[[Entry, str, int, int], None]
 
 MIN_BACKOFF = 0.5
 MAX_BACKOFF = 10.0
@@ -59,6 +62,11 @@ class Dispatcher:
         self._unfinished: tuple[int, list[Outcome]] | None = None
         self._failures = 0
         self._down_since: float | None = None
+        #: The latest trouble of the current episode, and every kind logged in it (once each).
+        self._trouble: RedisTrouble | None = None
+        self._logged: set[tuple[str, str | None]] = set()
+        #: Why this beat cannot listen for changes, while it cannot.
+        self._deaf: RedisTrouble | None = None
         self._quarantined: set[str] = set()
 
     # -- the loop step ------------------------------------------------------------------------
@@ -68,11 +76,14 @@ class Dispatcher:
         try:
             self._maybe_heartbeat()
             self._finish_leftovers()
+            # The lease runs from the moment Redis ran the claim, which is no earlier than
+            # this: a reply delayed on the way back must not stretch the time to send.
+            requested = time.monotonic()
             batch = self.store.claim(self.beat_id, self.config.lease_ms, self.config.batch_size)
             outcomes: list[Outcome] = []
             # Registered before sending, so a failure mid-batch still finishes what was sent.
             self._unfinished = (batch.lease_until_ms, outcomes)
-            self._handle(batch, time.monotonic(), outcomes)
+            self._handle(batch, requested, outcomes)
             now_ms, next_due_ms = batch.now_ms, batch.next_due_ms
             if batch.claims:
                 finished = self._finish_leftovers()
@@ -88,8 +99,9 @@ class Dispatcher:
             return 0.0
         return self._delay(now_ms, next_due_ms)
 
-    def _handle(self, batch: ClaimBatch, started: float, outcomes: list[Outcome]) -> None:
-        deadline = started + self.config.lease_seconds * (1 - LEASE_SAFETY)
+    def _handle(self, batch: ClaimBatch, requested: float, outcomes: list[Outcome]) -> None:
+        deadline = requested + self.config.lease_seconds * (1 - LEASE_SAFETY)
+        received = time.monotonic()
         for claim in batch.claims:
             if self.stop_requested or time.monotonic() > deadline:
                 # Not started: hand it back so another beat sends it now.
@@ -100,11 +112,15 @@ class Dispatcher:
             except CorruptEntry as exc:
                 self._quarantine(claim.name, claim.definition, exc)
                 continue
-            outcomes.append(self._send(entry, claim.due_ms, batch.now_ms, claim.recovered))
+            # The Redis clock now, read off the claim's TIME plus the time spent since.
+            now_ms = batch.now_ms + int((time.monotonic() - received) * 1000)
+            outcomes.append(self._send(entry, claim.due_ms, now_ms, claim.recovered))
 
     def _send(self, entry: Entry, due_ms: int, now_ms: int, recovered: bool) -> Outcome:
         tz = self.store.timezone
-        next_due = entry.next_due_ms(due_ms, now_ms, tz)
+        # A recovered occurrence may have run already, so it cannot stand in for the ones
+        # that fell due while its claim was stuck: those come next, under the catch-up policy.
+        next_due = entry.next_due_ms(due_ms, due_ms if recovered else now_ms, tz)
         task_id = occurrence_id(self.config.key_prefix, entry.name, due_ms)
         # A recovered claim was already decided (and maybe sent) by a beat that died: send
         # the same occurrence again, whatever its lateness now.
@@ -117,7 +133,7 @@ class Dispatcher:
             )
             return Outcome(entry.name, "skipped", due_ms, next_due)
         try:
-            self.publish(entry, task_id, due_ms)
+            self.publish(entry, task_id, due_ms, now_ms)
         except Exception:
             log.exception("redisbeat: could not send %s; handing it back", entry.name)
             return Outcome(entry.name, "release", due_ms)
@@ -168,33 +184,63 @@ class Dispatcher:
         if self._down_since is not None or self._failures:
             time.sleep(seconds)
             return
+        deadline = time.monotonic() + seconds
         try:
             self.store.wait_for_change(seconds)
+        except redis.ResponseError as exc:
+            # Listening was refused (an ACL without the events channel, say): the beat works
+            # on, and notices changes when it next wakes up on its own.
+            if self._deaf is None:
+                self._deaf = RedisTrouble.of(exc)
+                log.warning(
+                    "redisbeat: %s; this beat cannot listen for changes on %s and notices "
+                    "them only when it next wakes up",
+                    self._deaf.describe(self.store.describe()),
+                    self.store.keys.events,
+                )
+            time.sleep(max(0.0, deadline - time.monotonic()))
         except (redis.RedisError, OSError) as exc:
             self._backoff(exc)
+        else:
+            if self._deaf is not None:
+                log.warning("redisbeat: this beat listens for changes again")
+                self._deaf = None
 
-    # -- outages ------------------------------------------------------------------------------
+    # -- outages and refusals -----------------------------------------------------------------
 
     def _backoff(self, exc: BaseException | None) -> float:
         self._failures += 1
         delay = min(MAX_BACKOFF, MIN_BACKOFF * 2.0 ** (self._failures - 1))
-        if exc is not None and self._down_since is None:
-            self._down_since = time.monotonic()
-            log.error(
-                "redisbeat: Redis at %s is unavailable (%s: %s); retrying with backoff",
-                self.store.describe(),
-                type(exc).__name__,
-                exc,
-            )
+        if exc is not None:
+            trouble = RedisTrouble.of(exc)
+            if self._down_since is None:
+                self._down_since = time.monotonic()
+            # One line per kind of trouble for the whole episode, however many ticks it lasts.
+            if (trouble.kind, trouble.key) not in self._logged:
+                self._logged.add((trouble.kind, trouble.key))
+                log.error(
+                    "redisbeat: %s; retrying with backoff",
+                    trouble.describe(self.store.describe()),
+                )
+            self._trouble = trouble
         return delay
 
     def _recovered(self) -> None:
-        if self._down_since is not None:
+        if self._down_since is None:
+            return
+        seconds = time.monotonic() - self._down_since
+        if self._trouble is None or self._trouble.kind == "unavailable":
+            log.warning("redisbeat: Redis is available again after %.1f s", seconds)
+        else:
             log.warning(
-                "redisbeat: Redis is available again after %.1f s",
-                time.monotonic() - self._down_since,
+                "redisbeat: Redis at %s answers normally again after %.1f s (it was %s)",
+                self.store.describe(),
+                seconds,
+                self._trouble.was,
             )
-            self._down_since = None
+        self._down_since = None
+        self._trouble = None
+        self._logged.clear()
 
     def close(self) -> None:
         """Finish what is in hand and deregister; Redis trouble here is logged, not raised."""

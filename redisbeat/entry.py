@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from .errors import CorruptEntry, InvalidEntry, InvalidSchedule
-from .schedules import Clocked, Interval, Schedule, as_schedule, with_default_tz
+from .schedules import Clocked, Interval, Schedule, as_schedule, fixed_offset, with_default_tz
 from .schedules import from_json as schedule_from_json
 from .schedules import to_json as schedule_to_json
 from .timing import next_due_ms, to_ms
@@ -95,7 +95,7 @@ class Entry:
         for name in ("args", "kwargs", "options"):
             try:
                 _dumps(getattr(self, name))
-            except (TypeError, ValueError) as exc:
+            except (TypeError, ValueError, RecursionError) as exc:
                 raise InvalidEntry(self.name, name, f"is not JSON-serialisable: {exc}") from None
         reserved = RESERVED_OPTIONS & set(self.options)
         if reserved:
@@ -104,8 +104,15 @@ class Entry:
     def _check_times(self) -> None:
         for name in ("start_at", "end_at"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
+            if value is None:
+                continue
+            if not isinstance(value, datetime) or value.utcoffset() is None:
                 raise InvalidEntry(self.name, name, "must be a time-zone aware datetime")
+            try:
+                # Kept as an offset, as JSON keeps it, so a loaded entry equals this one.
+                object.__setattr__(self, name, fixed_offset(value))
+            except ValueError as exc:
+                raise InvalidEntry(self.name, name, str(exc)) from None
         if self.start_at and self.end_at and self.end_at < self.start_at:
             raise InvalidEntry(self.name, "end_at", "is before start_at")
 
@@ -136,9 +143,12 @@ class Entry:
     @classmethod
     def loads(cls, raw: str | bytes, name: str) -> Entry:
         """Load a stored definition; anything wrong raises :class:`CorruptEntry`."""
+        if isinstance(raw, str) and not _is_utf8(raw):
+            # Bytes that were not UTF-8, kept as lone surrogates by the store's client.
+            raise CorruptEntry(name, "definition", "is not UTF-8 text")
         try:
             data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
             raise CorruptEntry(name, "definition", f"is not valid JSON: {exc}") from None
         if not isinstance(data, dict):
             raise CorruptEntry(name, "definition", "is not a JSON object")
@@ -147,6 +157,8 @@ class Entry:
         known = {f.name for f in fields(cls)}
         # Keys a newer release may add are ignored, so a rolling upgrade never quarantines.
         values = {k: v for k, v in data.items() if k in known}
+        if "task" not in values:  # the one required field nothing below names
+            raise CorruptEntry(name, "task", "is missing")
         try:
             values["schedule"] = schedule_from_json(data.get("schedule"))
             for key in ("start_at", "end_at"):
@@ -217,6 +229,14 @@ class Entry:
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _non_negative(value: Any) -> bool:

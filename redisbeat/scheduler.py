@@ -10,6 +10,7 @@ import logging
 import signal
 import threading
 from dataclasses import replace
+from datetime import timedelta
 from types import FrameType
 from typing import Any
 
@@ -20,6 +21,7 @@ from .dispatcher import Dispatcher
 from .entry import Entry
 from .store import ScheduleStore
 from .sync import CONFIG_SOURCE, config_entries
+from .timing import from_ms
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +85,14 @@ class RedisScheduler(Scheduler):
 
     # -- the Celery side of sending -----------------------------------------------------------
 
-    def _publish(self, entry: Entry, task_id: str, due_ms: int) -> None:
+    def _publish(self, entry: Entry, task_id: str, due_ms: int, now_ms: int) -> None:
         log.info("Scheduler: Sending due task %s (%s)", entry.name, entry.task)
         options = dict(entry.options)
+        expires = options.get("expires")
+        if isinstance(expires, (int, float)) and not isinstance(expires, bool):
+            # Celery would add the seconds to this host's clock; the Redis clock is the one
+            # every beat shares, so a beat whose clock is off still sends the right expiry.
+            options["expires"] = from_ms(now_ms) + timedelta(seconds=expires)
         options["headers"] = {
             **(options.get("headers") or {}),
             "redisbeat_entry": entry.name,

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import Any, NamedTuple, TypeAlias
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -24,6 +25,7 @@ from redisbeat.errors import InvalidSchedule
 
 __all__ = [
     "CRONTAB_FIELDS",
+    "MAX_INTERVAL",
     "MIN_INTERVAL",
     "SOLAR_EVENTS",
     "Clocked",
@@ -35,6 +37,7 @@ __all__ = [
     "Solar",
     "as_schedule",
     "cron_spec",
+    "fixed_offset",
     "from_json",
     "get_zone",
     "to_json",
@@ -43,6 +46,7 @@ __all__ = [
 
 CRONTAB_FIELDS = ("minute", "hour", "day_of_week", "day_of_month", "month_of_year")
 MIN_INTERVAL = 0.001  # one millisecond: the scheduler's clock resolution
+MAX_INTERVAL = 100 * 365.25 * 86400  # a century: every due time stays a datetime
 # The events celery.schedules.solar accepts (a test keeps the two in step).
 SOLAR_EVENTS = frozenset(
     {"dawn_astronomical", "dawn_nautical", "dawn_civil", "sunrise", "solar_noon"}
@@ -53,6 +57,8 @@ SOLAR_EVENTS = frozenset(
 # exists while an impossible one (Feb 31) is rejected in about a millisecond.
 _NEVER_FIRES_FROM = datetime(2000, 1, 1)
 _NEVER_FIRES_YEARS = 30
+# croniter's "R" fields draw random values at every parse: each beat would differ.
+_RANDOM_FIELD = re.compile(r"^r(\(\d+-\d+\))?(/\d+)?$", re.ASCII | re.IGNORECASE)
 
 
 class CronSpec(NamedTuple):
@@ -83,9 +89,32 @@ def _check_tz(tz: object) -> None:
 
 def _check_number(field: str, value: object) -> float:
     # bool is an int subclass, but True seconds or degrees is always a mistake.
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidSchedule(field, f"must be a finite number, got {value!r}")
-    return float(value)
+    if not isinstance(value, bool) and isinstance(value, (int, float)):
+        try:
+            number = float(value)  # OverflowError: an int beyond any float
+        except OverflowError:
+            number = math.inf
+        if math.isfinite(number):
+            return number
+    raise InvalidSchedule(field, f"must be a finite number, got {value!r}")
+
+
+def fixed_offset(at: datetime) -> datetime:
+    """An aware ``at`` with its zone replaced by its UTC offset: the same instant.
+
+    The JSON form keeps only the offset, and a datetime in a DST zone inside a repeated or
+    skipped hour never equals one in another zone: without this an entry read back from
+    Redis would differ from the one written. ``ValueError`` when the instant is outside
+    what a UTC datetime can hold (near year 1 or 9999).
+    """
+    offset = at.utcoffset()
+    if offset is None:
+        raise ValueError(f"must be timezone-aware, got naive {at}")
+    try:
+        at.astimezone(timezone.utc)
+    except OverflowError:
+        raise ValueError(f"is out of range in UTC: {at}") from None
+    return at.replace(tzinfo=timezone(offset), fold=0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,9 +126,11 @@ class Interval:
 
     def __post_init__(self) -> None:
         every = _check_number("schedule.every", self.every)
-        if every < MIN_INTERVAL:
+        if not MIN_INTERVAL <= every <= MAX_INTERVAL:
             raise InvalidSchedule(
-                "schedule.every", f"must be at least {MIN_INTERVAL} s, got {every}"
+                "schedule.every",
+                f"must be at least {MIN_INTERVAL} s and at most {MAX_INTERVAL:.0f} s "
+                f"(a century), got {every}",
             )
         if not isinstance(self.relative, bool):
             raise InvalidSchedule("schedule.relative", f"must be a bool, got {self.relative!r}")
@@ -151,8 +182,10 @@ class Clocked:
     def __post_init__(self) -> None:
         if not isinstance(self.at, datetime):
             raise InvalidSchedule("schedule.at", f"must be a datetime, got {self.at!r}")
-        if self.at.utcoffset() is None:
-            raise InvalidSchedule("schedule.at", f"must be timezone-aware, got naive {self.at}")
+        try:
+            object.__setattr__(self, "at", fixed_offset(self.at))
+        except ValueError as exc:
+            raise InvalidSchedule("schedule.at", str(exc)) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +262,11 @@ def _check_cron(expr: str) -> None:
         raise InvalidSchedule(
             "schedule.expr",
             f"expected 5 fields, 6 with seconds first, or an @alias; got {expr!r}",
+        )
+    if any(_RANDOM_FIELD.match(part) for part in parts):
+        raise InvalidSchedule(
+            "schedule.expr",
+            f"random 'R' fields are not supported (each beat would draw its own): {expr!r}",
         )
     try:
         croniter(expr, _NEVER_FIRES_FROM, second_at_beginning=True)

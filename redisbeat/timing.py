@@ -13,8 +13,9 @@ wall time, so one forward scan finds the first occurrence strictly after a given
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone, tzinfo
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -41,6 +42,16 @@ _MS = timedelta(milliseconds=1)
 _SECOND = timedelta(seconds=1)
 # Like celery's solar: polar days and nights are shorter than a year.
 _SOLAR_SEARCH_DAYS = 366
+_HOUR_MS = 3_600_000
+# Closer to a pole than this, ephem's rising and setting times drift off the horizon (and
+# it misses some): the crossing is searched for directly instead.
+_POLAR_LAT = 89.5
+_CROSSINGS = ("next_rising", "next_setting")
+# The last millisecond a datetime holds (9999-12-31 23:59:59.999 UTC): a later due time
+# counts as none, so every due time converts back to a datetime.
+_MAX_MS = (datetime.max.replace(tzinfo=timezone.utc) - _EPOCH) // _MS
+# From here on croniter's or ephem's search may step past year 9999 and fail.
+_LATE_MS = (datetime(9900, 1, 1, tzinfo=timezone.utc) - _EPOCH) // _MS
 
 
 def to_ms(dt: datetime) -> int:
@@ -64,10 +75,11 @@ def next_due_ms(
     ``tz`` is the zone for a Crontab/Cron whose own ``tz`` is None.
     """
     if isinstance(schedule, Interval):
-        return _next_interval(schedule, after_ms, anchor_ms)
+        return _within_calendar(partial(_next_interval, schedule, after_ms, anchor_ms), after_ms)
     if isinstance(schedule, (Crontab, Cron)):
-        return _next_wall_clock(schedule, after_ms, get_zone(schedule.tz or tz))
-    return _next_other(schedule, after_ms)
+        zone = get_zone(schedule.tz or tz)
+        return _within_calendar(partial(_next_wall_clock, schedule, after_ms, zone), after_ms)
+    return _within_calendar(partial(_next_other, schedule, after_ms), after_ms)
 
 
 def next_due(
@@ -86,10 +98,21 @@ def next_due(
     anchor_ms = None if anchor is None else to_ms(anchor)
     if isinstance(sched, (Crontab, Cron)):
         zone = get_zone(sched.tz) if sched.tz else _zone_of(after)
-        due = _next_wall_clock(sched, after_ms, zone)
+        due = _within_calendar(partial(_next_wall_clock, sched, after_ms, zone), after_ms)
     else:
         due = next_due_ms(sched, after_ms, anchor_ms=anchor_ms)
     return None if due is None else from_ms(due)
+
+
+def _within_calendar(find: Callable[[], int | None], after_ms: int) -> int | None:
+    """``find()``, or None when the occurrence is past year 9999, where datetime ends."""
+    try:
+        due = find()
+    except (OverflowError, ValueError):
+        if after_ms < _LATE_MS:
+            raise
+        return None  # croniter or ephem stepped past the last year
+    return None if due is None or due > _MAX_MS else due
 
 
 def _zone_of(after: datetime) -> tzinfo:
@@ -210,6 +233,8 @@ def _celery_solar(schedule: Solar) -> Any:
 def _next_solar(schedule: Solar, after_ms: int) -> int | None:
     ephem: Any = importlib.import_module("ephem")  # optional dependency, untyped
     proto = _celery_solar(schedule)
+    if abs(schedule.lat) >= _POLAR_LAT and proto.method in _CROSSINGS:
+        return _next_crossing(ephem, proto, after_ms)
     observer = proto.cal.copy()  # observers are mutable: one per call, for threads
     observer.date = _EPOCH_NAIVE + timedelta(milliseconds=after_ms)
     kwargs = {"use_center": True} if proto.use_center else {}
@@ -225,4 +250,37 @@ def _next_solar(schedule: Solar, after_ms: int) -> int | None:
         if due_ms > after_ms:
             return due_ms
         start = ephem.Date(event + ephem.second)
+    if proto.method in _CROSSINGS:
+        # Where the sun crosses the horizon slowly, ephem's day-by-day search can miss it.
+        return _next_crossing(ephem, proto, after_ms)
+    return None
+
+
+def _next_crossing(ephem: Any, proto: Any, after_ms: int) -> int | None:
+    """The first instant after ``after_ms`` the sun crosses the event's horizon its way.
+
+    Samples the sun's height hourly for a year, then bisects the first crossing to the
+    millisecond: the upper limb (the centre when the event says so) against the horizon,
+    as ephem's rising and setting use them. Near a pole that is once a year.
+    """
+    observer = proto.cal.copy()
+    sun = ephem.Sun()
+    rising = proto.method == "next_rising"
+
+    def above(ms: int) -> bool:
+        observer.date = _EPOCH_NAIVE + timedelta(milliseconds=ms)
+        sun.compute(observer)
+        limb = 0.0 if proto.use_center else sun.radius
+        return bool(sun.alt + limb >= observer.horizon)
+
+    lo, was_above = after_ms, above(after_ms)
+    for _ in range(_SOLAR_SEARCH_DAYS * 24):
+        hi = lo + _HOUR_MS
+        is_above = above(hi)
+        if is_above != was_above and is_above == rising:
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if above(mid) == rising else (mid, hi)
+            return hi
+        lo, was_above = hi, is_above
     return None

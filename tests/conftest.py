@@ -79,3 +79,16 @@ def keep_signal_handlers() -> Iterator[None]:
     yield
     for sig, handler in saved.items():
         signal.signal(sig, handler)
+
+
+def _load_hypothesis_profile() -> None:
+    """The same examples on every CI run (CI set in the environment), fresh ones elsewhere."""
+    import os
+
+    from hypothesis import settings
+
+    settings.register_profile("ci", derandomize=True, database=None, deadline=None)
+    settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+
+_load_hypothesis_profile()

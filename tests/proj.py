@@ -19,9 +19,16 @@ app.conf.redisbeat_lease_seconds = float(os.environ.get("TEST_LEASE", "30"))
 app.conf.redisbeat_heartbeat_seconds = float(os.environ.get("TEST_HEARTBEAT", "10"))
 app.conf.redisbeat_batch_size = int(os.environ.get("TEST_BATCH", "100"))
 app.conf.beat_max_loop_interval = float(os.environ.get("TEST_MAX_INTERVAL", "60"))
+if os.environ.get("TEST_SENTINEL_MASTER"):
+    app.conf.redisbeat_sentinel_master = os.environ["TEST_SENTINEL_MASTER"]
+if os.environ.get("TEST_WAIT_REPLICAS"):
+    app.conf.redisbeat_wait_replicas = int(os.environ["TEST_WAIT_REPLICAS"])
+    app.conf.redisbeat_wait_timeout = float(os.environ.get("TEST_WAIT_TIMEOUT", "0.5"))
 app.conf.timezone = "UTC"
 if os.environ.get("TEST_SET_BEAT_SCHEDULER"):
     app.conf.beat_scheduler = "redisbeat.RedisScheduler"
+if os.environ.get("TEST_BROKER_USE_SSL"):  # JSON: redis-py TLS options for a rediss:// broker
+    app.conf.broker_use_ssl = json.loads(os.environ["TEST_BROKER_USE_SSL"])
 app.conf.beat_schedule = {
     name: {**item, "schedule": float(item["schedule"])}
     for name, item in json.loads(os.environ.get("TEST_BEAT_SCHEDULE", "{}")).items()

@@ -48,6 +48,10 @@ class RedisServer:
     persistent: bool = False
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
+    #: More redis-server options, e.g. ``["--maxmemory", "10mb"]``; later ones win.
+    extra_args: list[str] = field(default_factory=list)
+    #: Keyword arguments for the client that checks the server is up (e.g. TLS options).
+    client_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def url(self, db: int = 0) -> str:
         return f"redis://127.0.0.1:{self.port}/{db}"
@@ -73,8 +77,9 @@ class RedisServer:
         ]
         if self.persistent:
             args += ["--appendonly", "yes", "--appendfsync", "always"]
+        args += self.extra_args
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client = redis.Redis(port=self.port, socket_connect_timeout=0.5)
+        client = redis.Redis(port=self.port, socket_connect_timeout=0.5, **self.client_kwargs)
         wait_until(lambda: self._ping(client), 10, f"redis-server on port {self.port}")
         client.close()
         return self
@@ -120,7 +125,10 @@ class Beats:
         started = []
         for _ in range(count):
             log = self.directory / f"beat-{len(self.beats)}.log"
-            env = {**os.environ, **self.env, **extra_env, "PYTHONPATH": str(HERE)}
+            # pytest-django exports DJANGO_SETTINGS_MODULE, which would make Celery set up
+            # the tests' Django project inside a plain beat.
+            inherited = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+            env = {**inherited, **self.env, **extra_env, "PYTHONPATH": str(HERE)}
             handle = log.open("wb")
             process = subprocess.Popen(
                 [

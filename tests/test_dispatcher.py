@@ -24,7 +24,7 @@ class Recorder:
         self.sent: list[tuple[str, int, str]] = []
         self.fail = False
 
-    def __call__(self, entry: Entry, task_id: str, due_ms: int) -> None:
+    def __call__(self, entry: Entry, task_id: str, due_ms: int, now_ms: int) -> None:
         if self.fail:
             raise ConnectionError("broker down")
         self.sent.append((entry.name, due_ms, task_id))
@@ -90,6 +90,24 @@ def test_a_claim_left_by_a_dead_beat_is_sent_again_with_the_same_id_after_its_le
     assert rec.sent == [("e", due, occurrence_id(store.keys.prefix, "e", due))]
     # The dead beat's late finish changes nothing.
     assert store.finish("dead-beat", dead.lease_until_ms, []).finished == 0
+
+
+def test_occurrences_due_while_a_dead_beats_claim_was_stuck_are_caught_up_after_it(store, client):
+    # The re-sent occurrence may have run already (same id, dropped downstream), so it must
+    # not also stand in for the ones that fell due meanwhile: one send catches those up.
+    store.upsert(every("e", 0.1))
+    due = make_due(client, store, "e", 5)
+    dead = store.claim("dead-beat", 400, 10)
+    wait_until(lambda: store.now_ms() > dead.lease_until_ms, 5, "the lease to expire")
+    rec = Recorder()
+    d = dispatcher(store, rec)
+    d.tick()
+    assert rec.sent[0] == ("e", due, occurrence_id(store.keys.prefix, "e", due))
+    assert client.zscore(store.keys.schedule, "e") == due + 100  # the next on the grid
+    d.tick()
+    assert len(rec.sent) == 2 and rec.sent[1][1] == due + 100  # a new occurrence, new id
+    assert rec.sent[1][2] != rec.sent[0][2]
+    assert client.zscore(store.keys.schedule, "e") > store.now_ms() - 100  # the rest coalesced
 
 
 def test_finishing_does_not_resurrect_an_entry_removed_meanwhile(store, client):

@@ -8,11 +8,16 @@
 -- KEYS[1] = schedule  ZSET  name -> due ms
 -- KEYS[2] = entries   HASH  name -> definition JSON
 -- KEYS[3] = inflight  HASH  name -> {"due", "beat", "lease_until"}
+-- KEYS[4] = state     HASH  only checked: no claim is taken that finish could not record
 -- ARGV[1] = beat id
 -- ARGV[2] = lease, ms
 -- ARGV[3] = batch size
 -- Returns {now_ms, earliest_remaining_score_ms or -1,
 --          name, definition, due_ms, recovered (0|1), name, definition, ...}
+local bad = wrong_type({'zset', 'hash', 'hash', 'hash'})
+if bad then
+  return bad
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local lease_until = now + tonumber(ARGV[2])

@@ -17,6 +17,10 @@
 -- A 'sent' run is recorded in the state even when the claim was taken over meanwhile: the
 -- message went out.
 -- Returns {claims finished, now_ms, earliest score left in the schedule or -1}.
+local bad = wrong_type({'zset', 'hash', 'hash', 'hash'})
+if bad then
+  return bad
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local beat, lease_until = ARGV[1], tonumber(ARGV[2])
@@ -64,7 +68,9 @@ for i = 4, #ARGV, 5 do
   end
 end
 if released > 0 then
-  redis.call('PUBLISH', ARGV[3], 'released')
+  -- A wake-up only saves the other beats a wait: one refused (an ACL without the channel)
+  -- must not fail the finish after its writes, which Redis would keep.
+  redis.pcall('PUBLISH', ARGV[3], 'released')
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 return {finished, now, first[2] and tonumber(first[2]) or -1}

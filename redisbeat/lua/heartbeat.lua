@@ -4,6 +4,10 @@
 -- ARGV[1] = beat id
 -- ARGV[2] = time-to-live, ms
 -- Returns {now_ms, 1 when this beat was not registered (first beat, or data was lost)}
+local bad = wrong_type({'zset'})
+if bad then
+  return bad
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2]))

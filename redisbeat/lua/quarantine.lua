@@ -7,6 +7,10 @@
 -- ARGV[3] = the error
 -- ARGV[4] = who found it (a beat id or 'api')
 -- Returns 1 when set aside, 0 when the definition had changed (nothing done).
+local bad = wrong_type({'hash', 'zset', 'hash', 'hash'})
+if bad then
+  return bad
+end
 if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then
   return 0
 end

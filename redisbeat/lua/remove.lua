@@ -7,6 +7,10 @@
 -- ARGV[2] = pub/sub channel to wake the beats on
 -- ARGV[3] = "1": remove only when KEYS[6] holds the name (the caller's source owns it)
 -- Returns 1 when something was removed, 0 when nothing was (or another source owns it).
+local bad = wrong_type({'hash', 'zset', 'hash', 'hash', 'hash', 'set'})
+if bad then
+  return bad
+end
 if ARGV[3] == '1' and redis.call('SISMEMBER', KEYS[6], ARGV[1]) == 0 then
   return 0
 end

@@ -5,6 +5,10 @@
 -- ARGV[1] = name
 -- ARGV[2] = pub/sub channel
 -- Returns 1, or 0 when no entry of that name exists.
+local bad = wrong_type({'hash', 'zset'})
+if bad then
+  return bad
+end
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
   return 0
 end

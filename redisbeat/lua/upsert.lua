@@ -13,6 +13,10 @@
 -- ARGV[6] = pub/sub channel to wake the beats on ('' = do not publish)
 -- Returns 1 when written, 0 when the stored definition was already identical,
 --         -1 when the stored definition is not the one the writer read (read again).
+local bad = wrong_type({'hash', 'zset', 'hash', 'set', 'set'})
+if bad then
+  return bad
+end
 local current = redis.call('HGET', KEYS[1], ARGV[1]) or ''
 if current ~= ARGV[2] then
   return -1

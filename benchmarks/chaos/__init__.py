@@ -1,0 +1,1 @@
+"""Fault injection with an independent checker: nothing lost, nothing doubled (`make chaos`)."""

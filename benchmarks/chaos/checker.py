@@ -1,0 +1,317 @@
+"""The independent checker: what should have been sent, what the broker queue got, the verdict.
+
+It trusts nothing the scheduler records in Redis. The expected occurrences come from the
+definitions the workload wrote (with the Redis time of every write), computed here with plain
+arithmetic for intervals and croniter for cron strings; the deliveries are the messages
+popped off the broker queue, with the time they arrived.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, cast
+
+import redis
+from croniter import croniter
+
+from redisbeat import Entry, ScheduleStore
+from redisbeat.entry import occurrence_id
+from redisbeat.errors import EntryNotFound
+from redisbeat.schedules import Clocked, Cron, Interval
+from redisbeat.timing import to_ms
+
+
+@dataclass(frozen=True)
+class Version:
+    """A definition in force from a write; ``entry`` None means removed."""
+
+    entry: Entry | None
+    #: Redis time just before and just after the write.
+    written_from_ms: int
+    written_to_ms: int
+
+
+@dataclass(frozen=True)
+class Delivery:
+    task_id: str
+    entry: str
+    arrived_ms: int
+    expires: str | None
+
+
+@dataclass
+class Timeline:
+    """Every version of every entry the workload wrote, in order."""
+
+    versions: dict[str, list[Version]] = field(default_factory=lambda: defaultdict(list))
+
+    def record(self, entry: Entry | None, name: str, before_ms: int, after_ms: int) -> None:
+        self.versions[name].append(Version(entry, before_ms, after_ms))
+
+
+def occurrences(entry: Entry, start_ms: int, end_ms: int) -> Iterator[int]:
+    """Due times of ``entry`` in [start_ms, end_ms], from its definition alone."""
+    if not entry.enabled:
+        return
+    s = entry.schedule
+    if isinstance(s, Clocked):
+        at = to_ms(s.at)
+        if start_ms <= at <= end_ms:
+            yield at
+    elif isinstance(s, Interval):
+        assert entry.start_at is not None, "the chaos workload anchors every interval"
+        anchor, every = to_ms(entry.start_at), round(s.every * 1000)
+        k = max(0, math.ceil((start_ms - anchor) / every))
+        while (due := anchor + k * every) <= end_ms:
+            yield due
+            k += 1
+    elif isinstance(s, Cron):
+        start = datetime.fromtimestamp((start_ms - 1) / 1000, timezone.utc)
+        it = croniter(s.expr, start.astimezone(_zone(s.tz)), second_at_beginning=True)
+        while (due := round(it.get_next(float) * 1000)) <= end_ms:
+            yield due
+    else:
+        raise TypeError(f"the checker does not model {type(s).__name__} schedules")
+
+
+def _zone(name: str | None) -> Any:
+    from zoneinfo import ZoneInfo
+
+    return ZoneInfo(name or "UTC")
+
+
+class QueueReader:
+    """Pops the broker queue in a thread and stamps each message with its arrival time."""
+
+    def __init__(self, url: str, queue: str = "celery") -> None:
+        self.client = redis.Redis.from_url(url)
+        self.queue = queue
+        self.raw: list[tuple[int, bytes]] = []
+        self._decoded: list[Delivery] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="chaos-queue", daemon=True)
+
+    def start(self) -> QueueReader:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        # A message is stamped when the pop that took it returns: it was in the queue by then,
+        # so lateness is never under-stated.
+        while not self._stop.is_set():
+            popped = self.client.blpop([self.queue], timeout=0.2)
+            if popped is None:
+                continue
+            self.raw.append((_now_ms(), popped[1]))
+            while more := self.client.lpop(self.queue, 500):
+                arrived = _now_ms()
+                self.raw += [(arrived, raw) for raw in cast(list[bytes], more)]
+
+    def snapshot(self) -> list[Delivery]:
+        """Everything popped so far."""
+        have = len(self.raw)  # appended by one thread only: a prefix is always complete
+        self._decoded += [decode(raw, at) for at, raw in self.raw[len(self._decoded) : have]]
+        return list(self._decoded)
+
+    def stop(self) -> list[Delivery]:
+        """Stop once the queue is empty; everything popped."""
+        deadline = time.monotonic() + 10
+        while self.client.llen(self.queue) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self._stop.set()
+        self._thread.join(5)
+        self.client.close()
+        return self.snapshot()
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def decode(raw: bytes, arrived_ms: int) -> Delivery:
+    """A kombu Redis-transport message: the task id from its headers, the entry from its body."""
+    message = json.loads(raw)
+    headers = message["headers"]
+    body = message["body"]
+    if message.get("properties", {}).get("body_encoding") == "base64":
+        body = base64.b64decode(body)
+    _args, kwargs, _embed = json.loads(body)
+    return Delivery(headers["id"], kwargs["entry"], arrived_ms, headers.get("expires"))
+
+
+@dataclass
+class Verdict:
+    """The checker's table row for one scenario."""
+
+    scenario: str
+    entries: int
+    faults: int
+    due: int
+    delivered: int
+    coalesced: int
+    missed: int
+    repeated_same_id: int
+    repeated_other_id: int
+    bad_expiry: int
+    early_ms: int
+    late_p50_ms: int
+    late_p99_ms: int
+    late_max_ms: int
+    #: Entries whose last acknowledged write the store lost (the rest is not judged for them).
+    writes_lost: int = 0
+    missed_examples: list[str] = field(default_factory=list)
+    other_id_examples: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def judge(
+    scenario: str,
+    prefix: str,
+    timeline: Timeline,
+    deliveries: Iterable[Delivery],
+    *,
+    window: tuple[int, int],
+    slack_ms: int,
+    faults: int = 0,
+    ignore: frozenset[str] = frozenset(),
+) -> Verdict:
+    """Compare what was due in ``window`` (Redis ms) with what arrived.
+
+    An occurrence is *covered* when it was delivered, or when an earlier occurrence of the
+    same entry arrived after it fell due: the catch-up policy "once" coalesces those. Around
+    every write (``slack_ms`` either side) an occurrence may or may not be sent. A delivery
+    whose task id is no occurrence of its entry is a repeat under another id (or an
+    occurrence invented out of thin air): always a defect.
+    """
+    start, end = window
+    deliveries = sorted(
+        (d for d in deliveries if d.entry not in ignore), key=lambda d: d.arrived_ms
+    )
+    # Occurrences due after the window may have been sent before the beats stopped.
+    horizon = max([end, *(d.arrived_ms for d in deliveries[-1:])])
+    required: dict[str, dict[str, int]] = defaultdict(dict)  # entry -> task id -> due
+    allowed: dict[str, dict[str, int]] = defaultdict(dict)
+    expires_of: dict[str, float] = {}
+    for name, versions in timeline.versions.items():
+        if name in ignore:
+            continue
+        for i, version in enumerate(versions):
+            if version.entry is None:
+                continue
+            until = versions[i + 1].written_to_ms if i + 1 < len(versions) else horizon
+            # A new entry starts in the future; around an edit either version may fire.
+            fuzzy_to = version.written_to_ms + (slack_ms if i else 0)
+            next_from = versions[i + 1].written_from_ms - slack_ms if i + 1 < len(versions) else end
+            expires = version.entry.options.get("expires")
+            for due in occurrences(version.entry, version.written_from_ms, until):
+                task_id = occurrence_id(prefix, name, due)
+                allowed[name][task_id] = due
+                if isinstance(expires, (int, float)):
+                    expires_of[task_id] = float(expires)
+                if start <= due <= end and fuzzy_to < due <= next_from:
+                    required[name][task_id] = due
+
+    copies: Counter[str] = Counter()
+    first: dict[str, Delivery] = {}
+    other: list[Delivery] = []
+    bad_expiry = 0
+    for d in deliveries:
+        if d.task_id not in allowed.get(d.entry, {}):
+            other.append(d)
+            continue
+        copies[d.task_id] += 1
+        first.setdefault(d.task_id, d)
+        if d.task_id in expires_of and not _expiry_ok(d, expires_of[d.task_id]):
+            bad_expiry += 1
+
+    lateness: list[int] = []
+    early = 0
+    for task_id, d in first.items():
+        due = allowed[d.entry][task_id]
+        lateness.append(d.arrived_ms - due)
+        early = min(early, d.arrived_ms - due)
+    sent_by_entry: dict[str, list[tuple[int, int]]] = defaultdict(list)  # (due, arrived)
+    for task_id, d in first.items():
+        sent_by_entry[d.entry].append((allowed[d.entry][task_id], d.arrived_ms))
+
+    due_count = coalesced = 0
+    missed: list[str] = []
+    for name, wanted in required.items():
+        sends = sent_by_entry.get(name, [])
+        for task_id, due in wanted.items():
+            due_count += 1
+            if task_id in first:
+                continue
+            if any(s_due < due <= s_arrived for s_due, s_arrived in sends):
+                coalesced += 1
+            else:
+                missed.append(f"{name}@{due}")
+    lateness.sort()
+    required_ids = {task_id for wanted in required.values() for task_id in wanted}
+    return Verdict(
+        scenario=scenario,
+        entries=len(timeline.versions),
+        writes_lost=len(ignore),
+        faults=faults,
+        due=due_count,
+        delivered=len(required_ids & first.keys()),
+        coalesced=coalesced,
+        missed=len(missed),
+        repeated_same_id=sum(n - 1 for n in copies.values()),
+        repeated_other_id=len(other),
+        bad_expiry=bad_expiry,
+        early_ms=early,
+        late_p50_ms=_percentile(lateness, 0.50),
+        late_p99_ms=_percentile(lateness, 0.99),
+        late_max_ms=lateness[-1] if lateness else 0,
+        missed_examples=sorted(missed)[:10],
+        other_id_examples=[f"{d.entry}:{d.task_id}@{d.arrived_ms}" for d in other[:10]],
+    )
+
+
+def lost_writes(store: ScheduleStore, timeline: Timeline) -> set[str]:
+    """Entries whose last acknowledged write is not what the store holds now."""
+    lost = set()
+    for name, versions in timeline.versions.items():
+        want = versions[-1].entry
+        try:
+            have: Entry | None = store.get(name)
+        except EntryNotFound:
+            have = None
+        if want is None or have is None:
+            if (want is None) != (have is None):
+                lost.add(name)
+        elif want.one_off:
+            continue  # a one-off leaves the schedule once sent; its definition stays as written
+        elif (have.schedule, have.start_at, have.enabled) != (
+            want.schedule,
+            want.start_at,
+            want.enabled,
+        ):
+            lost.add(name)
+    return lost
+
+
+def _expiry_ok(d: Delivery, seconds: float) -> bool:
+    """The message expires ``seconds`` after it was sent, by the clock every host shares."""
+    if d.expires is None:
+        return False
+    at = datetime.fromisoformat(d.expires)
+    left = to_ms(at) - d.arrived_ms
+    return (seconds - 3) * 1000 <= left <= (seconds + 1) * 1000
+
+
+def _percentile(values: list[int], q: float) -> int:
+    if not values:
+        return 0
+    return values[min(len(values) - 1, math.ceil(q * len(values)) - 1)]

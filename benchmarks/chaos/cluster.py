@@ -1,0 +1,192 @@
+"""The processes of one chaos run: the store, the broker, the beats, and per-beat faults."""
+
+from __future__ import annotations
+
+import glob
+import random
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+from redisbeat import ScheduleStore
+from redisbeat.config import Config
+from redisbeat.keys import Keys
+from redisbeat.records import BeatInfo
+
+from .proxy import TcpProxy
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+
+from sentinel import SentinelGroup
+from servers import Beat, Beats, RedisServer, wait_until
+
+FAKETIME_GLOBS = (
+    "/usr/lib/*/faketime/libfaketime.so.1",
+    "/usr/lib/faketime/libfaketime.so.1",
+    "/usr/local/lib/faketime/libfaketime.so.1",
+)
+
+
+def libfaketime() -> str:
+    """Debian's libfaketime (package ``faketime``), which `make chaos` installs."""
+    for pattern in FAKETIME_GLOBS:
+        found = sorted(glob.glob(pattern))
+        if found:
+            return found[0]
+    raise RuntimeError("libfaketime is not installed (Debian/Ubuntu: apt-get install faketime)")
+
+
+def _beats_or_none(store: ScheduleStore) -> list[BeatInfo]:
+    try:
+        return store.beats()
+    except redis.RedisError:
+        return []
+
+
+@dataclass
+class Settings:
+    lease_seconds: float = 5.0
+    heartbeat_seconds: float = 2.0
+    batch_size: int = 100
+    prefix: str = "chaos"
+    #: Hold the schedule in a Sentinel group (a master, a replica, three sentinels).
+    sentinel: bool = False
+    #: redisbeat_wait_replicas for the beats and the workload's writes.
+    wait_replicas: int = 0
+
+
+@dataclass
+class Cluster:
+    """A persistent store redis-server, a broker redis-server and the beats between them."""
+
+    directory: Path
+    settings: Settings
+    store_server: RedisServer = field(init=False)
+    sentinel: SentinelGroup | None = field(init=False, default=None)
+    broker_server: RedisServer = field(init=False)
+    beats: Beats = field(init=False)
+    #: Beat -> the proxy between it and the store, for the beats that have one.
+    proxies: dict[int, TcpProxy] = field(default_factory=dict)
+    #: Beat -> its clock offset, for the beats whose clock is skewed.
+    skews: dict[int, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        (self.directory / "store").mkdir(parents=True, exist_ok=True)
+        (self.directory / "broker").mkdir(exist_ok=True)
+        self.store_server = RedisServer(self.directory / "store", persistent=True)
+        self.broker_server = RedisServer(self.directory / "broker")
+        s = self.settings
+        env = {
+            "TEST_BROKER_URL": self.broker_server.url(0),
+            "TEST_STORE_URL": self.store_server.url(0),
+            "TEST_PREFIX": s.prefix,
+            "TEST_LEASE": str(s.lease_seconds),
+            "TEST_HEARTBEAT": str(s.heartbeat_seconds),
+            "TEST_BATCH": str(s.batch_size),
+            "TEST_MAX_INTERVAL": "5",
+            "TEST_WAIT_REPLICAS": str(s.wait_replicas),
+        }
+        if s.sentinel:
+            self.sentinel = SentinelGroup(self.directory / "sentinel")
+        self.beats = Beats(self.directory, env)
+        #: Slot -> index in self.beats.beats of the process now in that slot.
+        self.slots: list[int] = []
+
+    def start_servers(self) -> None:
+        if self.sentinel is not None:
+            self.sentinel.start()
+            # The sentinels' ports are known once they run.
+            self.beats.env.update(
+                TEST_STORE_URL=self.sentinel.url(0), TEST_SENTINEL_MASTER="mymaster"
+            )
+        else:
+            self.store_server.start()
+        self.broker_server.start()
+
+    @property
+    def keys(self) -> Keys:
+        return Keys(self.settings.prefix)
+
+    def store(self) -> ScheduleStore:
+        """A store client of the workload and the harness, through Sentinel when there is one."""
+        s = self.settings
+        url = self.store_server.url(0) if self.sentinel is None else self.sentinel.url(0)
+        config = Config(
+            redis_url=url,
+            key_prefix=s.prefix,
+            sentinel_master="mymaster" if self.sentinel is not None else None,
+            wait_replicas=s.wait_replicas,
+            redis_options={"socket_timeout": 5, "socket_connect_timeout": 5},
+        )
+        return ScheduleStore.from_config(config)
+
+    # -- beats --------------------------------------------------------------------------------
+
+    def start_beats(self, count: int) -> None:
+        for slot in range(count):
+            self.slots.append(-1)
+            self.start_beat(slot)
+
+    def start_beat(self, slot: int) -> None:
+        env: dict[str, str] = {}
+        if slot in self.proxies:
+            env["TEST_STORE_URL"] = self.proxies[slot].url(0)
+        if slot in self.skews:
+            env.update(
+                LD_PRELOAD=libfaketime(),
+                FAKETIME=self.skews[slot],
+                # The monotonic clock is shifted too (durations are unchanged): with it left
+                # alone, libfaketime 0.9.10 makes Python's time.sleep() fail with EINVAL.
+                FAKETIME_NO_CACHE="1",
+            )
+        (beat,) = self.beats.start(1, **env)
+        self.slots[slot] = self.beats.beats.index(beat)
+        store = self.store()
+        try:
+            wait_until(
+                lambda: beat.process.pid in {b.pid for b in _beats_or_none(store)},
+                60,
+                f"beat {slot} (pid {beat.process.pid}) to register",
+                interval=0.1,
+            )
+        finally:
+            store.close()
+
+    def beat(self, slot: int) -> Beat:
+        return self.beats.beats[self.slots[slot]]
+
+    def live_slots(self) -> list[int]:
+        return [s for s in range(len(self.slots)) if self.beat(s).process.poll() is None]
+
+    def kill(self, slot: int, sig: int) -> None:
+        process = self.beat(slot).process
+        process.send_signal(sig)
+        process.wait(30)
+
+    def restart_store(self) -> None:
+        """kill -9 the store's redis-server and start it again from its append-only file."""
+        self.store_server.stop(signal.SIGKILL)
+        self.store_server.start()
+
+    def random_slot(self, rng: random.Random) -> int:
+        return rng.choice(self.live_slots())
+
+    # -- the end ------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        self.beats.stop_all()
+        for proxy in self.proxies.values():
+            proxy.stop()
+        if self.sentinel is not None:
+            self.sentinel.stop()
+        self.store_server.stop()
+        self.broker_server.stop()
+
+    def beat_logs(self) -> str:
+        return "\n".join(b.output() for b in self.beats.beats)
+
+    def exit_codes(self) -> list[int | None]:
+        return [b.process.poll() for b in self.beats.beats]

@@ -1,0 +1,49 @@
+"""The checker's table, as markdown, and its place in the docs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .scenarios import Outcome
+
+BEGIN = "<!-- chaos-table:begin -->"
+END = "<!-- chaos-table:end -->"
+
+HEADER = (
+    "| scenario | entries | faults | due | delivered | coalesced | missed "
+    "| repeated, same id | repeated, other id | writes lost | earliest (ms) "
+    "| late p50 / p99 / max (ms) | rules |"
+)
+
+
+def markdown_table(outcomes: list[Outcome]) -> str:
+    rows = [HEADER, "|" + " --- |" * (HEADER.count("|") - 1)]
+    for o in outcomes:
+        v = o.verdict
+        rows.append(
+            f"| {v.scenario} | {v.entries:,} | {v.faults} | {v.due:,} | {v.delivered:,} "
+            f"| {v.coalesced:,} | {v.missed} | {v.repeated_same_id} | {v.repeated_other_id} "
+            f"| {v.writes_lost} "
+            f"| {v.early_ms} | {v.late_p50_ms} / {v.late_p99_ms} / {v.late_max_ms} "
+            f"| {_rules_column(o)} |"
+        )
+    return "\n".join(rows)
+
+
+def update_docs(page: Path, table: str, profile: str) -> None:
+    """Replace the table between the markers on ``page``."""
+    text = page.read_text(encoding="utf-8")
+    block = f"{BEGIN}\n_Profile: {profile}._\n\n{table}\n{END}"
+    new, count = re.subn(re.escape(BEGIN) + ".*?" + re.escape(END), block, text, flags=re.S)
+    if count != 1:
+        raise RuntimeError(f"{page} has no {BEGIN} ... {END} block")
+    page.write_text(new, encoding="utf-8")
+
+
+def _rules_column(o: Outcome) -> str:
+    if o.violations:
+        return "FAIL"
+    return "measured" if o.measure_only else "pass"

@@ -1,0 +1,20 @@
+-- Put in front of every script by scripts.py.
+-- wrong_type({'zset', 'hash', ...}) checks KEYS[1], KEYS[2], ... before the script touches
+-- anything. A key holding another type gives one error naming the key, rather than a
+-- WRONGTYPE halfway through the script's writes (Redis does not undo a script's earlier
+-- writes). The probes are commands the scripts run anyway, so an ACL that lets redisbeat
+-- work lets them run too. Any other error (an ACL denial, say) is returned as Redis gave it.
+local PROBES = {zset = 'ZSCORE', hash = 'HEXISTS', set = 'SISMEMBER'}
+local function wrong_type(types)
+  for i, expected in ipairs(types) do
+    local reply = redis.pcall(PROBES[expected], KEYS[i], '')
+    if type(reply) == 'table' and reply.err then
+      if string.sub(reply.err, 1, 9) == 'WRONGTYPE' then
+        return redis.error_reply('WRONGTYPE redisbeat: key ' .. KEYS[i] .. ' is not a '
+          .. expected)
+      end
+      return reply
+    end
+  end
+  return nil
+end

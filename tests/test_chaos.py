@@ -1,0 +1,143 @@
+"""The fault-injection suite: its checker's rules on known histories, then every scenario for real.
+
+The scenarios (benchmarks/chaos) run real beats, a real store redis-server with an AOF and a
+real broker; here in the bounded CI profile, `make chaos` runs them longer and bigger.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from redisbeat import Entry
+from redisbeat.entry import occurrence_id
+from redisbeat.schedules import Clocked, Cron, Interval
+from redisbeat.timing import from_ms
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.chaos.checker import Delivery, Timeline, judge, occurrences
+from benchmarks.chaos.cluster import Settings
+from benchmarks.chaos.scenarios import CI, SCENARIOS, rules, run
+
+T0 = 1_800_000_000_000  # a whole second, ms
+PREFIX = "p"
+SETTINGS = Settings()
+
+
+def every(name: str, seconds: int, anchor: int = T0, **kw: object) -> Entry:
+    return Entry(
+        name,
+        "proj.ping",
+        Interval(seconds),
+        kwargs={"entry": name},
+        start_at=from_ms(anchor),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def sent(name: str, due: int, arrived: int, expires: str | None = None) -> Delivery:
+    return Delivery(occurrence_id(PREFIX, name, due), name, arrived, expires)
+
+
+def history(*entries: Entry) -> Timeline:
+    timeline = Timeline()
+    for entry in entries:
+        timeline.record(entry, entry.name, T0 - 1000, T0 - 990)
+    return timeline
+
+
+def verdict(timeline: Timeline, deliveries: list[Delivery], end: int = T0 + 4000) -> object:
+    return judge("t", PREFIX, timeline, deliveries, window=(T0, end), slack_ms=500)
+
+
+def test_occurrences_come_from_the_definition_alone() -> None:
+    assert list(occurrences(every("a", 2, T0 + 500), T0, T0 + 5000)) == [
+        T0 + 500,
+        T0 + 2500,
+        T0 + 4500,
+    ]
+    cron = Entry("c", "proj.ping", Cron("*/2 * * * * *", tz="Asia/Kathmandu"))
+    assert list(occurrences(cron, T0 + 1, T0 + 6000)) == [T0 + 2000, T0 + 4000, T0 + 6000]
+    at = datetime.fromtimestamp((T0 + 1234) / 1000, timezone.utc)
+    assert list(occurrences(Entry("o", "proj.ping", Clocked(at)), T0, T0 + 5000)) == [T0 + 1234]
+    assert list(occurrences(every("d", 1, enabled=False), T0, T0 + 5000)) == []
+
+
+def test_every_occurrence_sent_once_on_time_is_clean() -> None:
+    v = verdict(
+        history(every("a", 1)), [sent("a", T0 + i * 1000, T0 + i * 1000 + 3) for i in range(5)]
+    )
+    assert (v.due, v.delivered, v.missed, v.repeated_same_id, v.repeated_other_id) == (
+        5,
+        5,
+        0,
+        0,
+        0,
+    )
+    assert (v.early_ms, v.late_max_ms) == (0, 3)
+    assert rules(v, SCENARIOS["no faults"], SETTINGS) == []
+
+
+def test_a_missing_occurrence_a_repeat_and_an_invented_one_are_each_reported() -> None:
+    deliveries = [sent("a", T0 + i * 1000, T0 + i * 1000 + 5) for i in (0, 1, 3, 4)]
+    deliveries += [sent("a", T0 + 1000, T0 + 2100), sent("a", T0 + 1500, T0 + 1600)]
+    v = verdict(history(every("a", 1)), deliveries)
+    assert v.missed_examples == [f"a@{T0 + 2000}"]
+    assert (v.missed, v.repeated_same_id, v.repeated_other_id) == (1, 1, 1)
+    problems = rules(v, SCENARIOS["no faults"], SETTINGS)
+    assert len(problems) == 3
+    assert rules(v, SCENARIOS["kill -9 beat"], SETTINGS) == problems[:2]
+
+
+def test_catch_up_once_coalesces_what_fell_due_before_the_late_send() -> None:
+    # Sent 2.5 s late: the two occurrences due meanwhile are coalesced into that send.
+    deliveries = [sent("a", T0, T0 + 2500), sent("a", T0 + 3000, T0 + 3001)]
+    v = verdict(history(every("a", 1)), deliveries, T0 + 3000)
+    assert (v.delivered, v.coalesced, v.missed, v.late_max_ms) == (2, 2, 0, 2500)
+    assert rules(v, SCENARIOS["no faults"], SETTINGS) == [
+        "an occurrence arrived 2500 ms late (bound 2000 ms)"
+    ]
+
+
+def test_an_early_send_and_a_wrong_expiry_break_the_rules() -> None:
+    entry = every("a", 1, options={"expires": 30})
+    good = from_ms(T0 + 30_000).isoformat()
+    wrong = from_ms(T0 - 60_000).isoformat()  # 30 s added to a clock 90 s behind
+    v = verdict(
+        history(entry),
+        [sent("a", T0, T0 - 50, good), sent("a", T0 + 1000, T0 + 1000, wrong)],
+        T0 + 1000,
+    )
+    assert (v.early_ms, v.bad_expiry) == (-50, 1)
+    assert len(rules(v, SCENARIOS["clock -90 s"], SETTINGS)) == 2
+
+
+def test_around_an_edit_either_version_may_fire_and_after_it_only_the_new_one() -> None:
+    timeline = history(every("a", 1))
+    edit_at = T0 + 2000
+    timeline.record(every("a", 2, T0 + 3500), "a", edit_at, edit_at + 10)
+    deliveries = [sent("a", T0, T0 + 1), sent("a", T0 + 1000, T0 + 1001)]
+    deliveries += [sent("a", T0 + 3500, T0 + 3501)]
+    v = verdict(timeline, [*deliveries, sent("a", T0 + 5500, T0 + 5501)], T0 + 6000)
+    assert (v.due, v.missed, v.repeated_other_id) == (4, 0, 0)  # T0+2000 was optional
+    v = verdict(timeline, [*deliveries, sent("a", T0 + 4000, T0 + 4001)], T0 + 6000)
+    assert (v.missed, v.repeated_other_id) == (1, 1)  # the old grid after the edit
+    timeline.record(None, "a", T0 + 4000, T0 + 4010)  # removed
+    v = verdict(timeline, [*deliveries, sent("a", T0 + 5500, T0 + 5501)], T0 + 6000)
+    assert (v.missed, v.repeated_other_id) == (0, 1)
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_scenario(name: str, tmp_path: Path) -> None:
+    outcome = run(SCENARIOS[name], CI, tmp_path)
+    v = outcome.verdict
+    assert outcome.violations == [], (outcome.faults, v)
+    assert v.due > 500
+    if not SCENARIOS[name].measure_only:
+        assert v.delivered + v.coalesced == v.due
+    if SCENARIOS[name].fault is not None:
+        assert v.faults >= 1, outcome.faults
