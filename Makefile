@@ -64,7 +64,7 @@ postgresql:
 
 # The clock-skew chaos scenarios run a beat under Debian's libfaketime.
 faketime:
-	@if ls /usr/lib/*/faketime/libfaketime.so.1 /usr/lib/faketime/libfaketime.so.1 >/dev/null 2>&1; then :; \
+	@if ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || [ -e /usr/lib/faketime/libfaketime.so.1 ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		echo "libfaketime not found: installing it with apt-get"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime >/dev/null; \

@@ -7,7 +7,6 @@ are the schedule API (add, change, remove, enable, run now, read state); the ``c
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import time
@@ -17,17 +16,15 @@ from itertools import islice
 from typing import Any, cast
 
 import redis
-from redis.client import Pipeline
-from redis.commands.core import Script
-from redis.sentinel import MasterNotFoundError, Sentinel, SentinelConnectionPool
+from redis.sentinel import Sentinel
 
 from .config import Config
+from .connection import Replicas, connect, describe
 from .entry import Entry
 from .errors import (
     ConfigurationError,
     CorruptEntry,
     EntryNotFound,
-    NotReplicated,
     OwnershipError,
     RedisBeatError,
 )
@@ -75,45 +72,19 @@ class ScheduleStore:
         self.scripts = Scripts(client)
         self._pubsub: Any = None
         #: WAIT for this many replicas after each write of a claim, finish or API call.
-        self.wait_replicas = wait_replicas
-        self.wait_timeout_ms = max(1, int(wait_timeout * 1000))
-        self._short_of_replicas = False
+        self.replicas = Replicas(
+            client, wait_replicas, wait_timeout, self.describe, self._drop_subscription
+        )
         #: The Sentinel client from_config made (closed with the store).
         self._sentinel: Sentinel | None = None
 
     def describe(self) -> str:
         """Where the store lives, for log lines (no password)."""
-        pool = self.client.connection_pool
-        kw = pool.connection_kwargs
-        where = kw.get("path") or f"{kw.get('host', '?')}:{kw.get('port', '?')}"
-        if isinstance(pool, SentinelConnectionPool):
-            via = ",".join(
-                _host_port(s.connection_pool.connection_kwargs)
-                for s in pool.sentinel_manager.sentinels
-            )
-            where = f"sentinel master {pool.service_name} via {via}"
-        return f"{where} db={kw.get('db', 0)} prefix={self.keys.prefix}"
+        return f"{describe(self.client)} prefix={self.keys.prefix}"
 
     @classmethod
     def from_config(cls, config: Config) -> ScheduleStore:
-        # Bytes that are not UTF-8 (a hostile or broken definition) decode to lone surrogates
-        # rather than fail the whole reply; Entry.loads rejects them, and they encode back to
-        # the same bytes, so the quarantine script still recognises the definition.
-        options = {"encoding_errors": "surrogateescape", **dict(config.redis_options)}
-        sentinel = None
-        target = config.sentinel
-        if target is None:
-            client = redis.Redis.from_url(config.redis_url, decode_responses=True, **options)
-        else:
-            sentinel = Sentinel(  # type: ignore[no-untyped-call]
-                list(target.addresses), sentinel_kwargs=dict(config.sentinel_options)
-            )
-            credentials = {"username": target.username, "password": target.password}
-            client = sentinel.master_for(  # type: ignore[no-untyped-call]
-                config.sentinel_master,
-                decode_responses=True,
-                **{"db": target.db, **{k: v for k, v in credentials.items() if v}, **options},
-            )
+        client, sentinel = connect(config)
         store = cls(
             client,
             prefix=config.key_prefix,
@@ -131,125 +102,16 @@ class ScheduleStore:
         return cls.from_config(Config.from_app(app))
 
     def close(self) -> None:
-        if self._pubsub is not None:
-            self._pubsub.close()
-            self._pubsub = None
+        self._drop_subscription()
         self.client.close()
         if self._sentinel is not None:
             self._sentinel.close()
             self._sentinel = None
 
-    # -- waiting for replicas -----------------------------------------------------------------
-
-    def _eval(
-        self, script: Script, *, keys: list[str], args: list[Any], strict: bool = True
-    ) -> Any:
-        """Run a script; with ``wait_replicas``, WAIT follows it in the same round trip.
-
-        ``strict`` (the API's writes) raises NotReplicated when too few replicas acknowledge;
-        a beat's claims and finishes carry on instead: at worst an occurrence is sent again
-        under the same task id.
-        """
-        if not self.wait_replicas:
-            return script(keys=keys, args=args)
-        for _ in range(2):
-            pipe = self.client.pipeline(transaction=False)
-            pipe.evalsha(script.sha, len(keys), *keys, *args)
-            pipe.wait(self.wait_replicas, self.wait_timeout_ms)
-            reply, acked = pipe.execute(raise_on_error=False)
-            if not isinstance(reply, redis.exceptions.NoScriptError):
-                break
-            # A server that has not seen the script (restarted, flushed, or a replica just
-            # promoted): nothing ran, so load it and run it again.
-            script.sha = self.client.script_load(script.script)
-        if isinstance(reply, Exception):
-            raise reply
-        self._acknowledged(acked, strict)
-        return reply
-
-    def _execute(self, pipe: Pipeline, *, raise_on_error: bool = True) -> list[Any]:
-        """Run a pipeline of writes; with ``wait_replicas``, WAIT rides along at its end."""
-        # With nothing to write, WAIT still runs: what was read may be an earlier attempt's
-        # write that no replica has (an old master after a failover answers 0 at once).
-        if not self.wait_replicas:
-            return pipe.execute(raise_on_error=raise_on_error)
-        pipe.wait(self.wait_replicas, self.wait_timeout_ms)
-        *replies, acked = pipe.execute(raise_on_error=raise_on_error)
-        self._acknowledged(acked, strict=True)
-        return replies
-
-    def _acknowledged(self, acked: Any, strict: bool) -> None:
-        """Note how many replicas acknowledged a write; warn once while too few do."""
-        if isinstance(acked, Exception):
-            raise acked
-        if int(acked) >= self.wait_replicas:
-            if self._short_of_replicas:
-                self._short_of_replicas = False
-                log.warning(
-                    "redisbeat: %d replica(s) of %s acknowledge writes again",
-                    acked,
-                    self.describe(),
-                )
-            return
-        self._check_master()
-        if strict:
-            raise NotReplicated(
-                f"only {acked} of {self.wait_replicas} replica(s) of {self.describe()} "
-                f"acknowledged the write within {self.wait_timeout_ms} ms; it is on the master, "
-                "but a failover now could lose it (writing it again is safe)"
-            )
-        if not self._short_of_replicas:
-            self._short_of_replicas = True
-            log.warning(
-                "redisbeat: only %d of %d replica(s) of %s acknowledged a write within %d ms; "
-                "carrying on (a failover now could lose the last writes)",
-                acked,
-                self.wait_replicas,
-                self.describe(),
-                self.wait_timeout_ms,
-            )
-
-    def _check_master(self) -> None:
-        """Raise ConnectionError if Sentinel is failing over (or has failed over) the master
-        that just took a write: that write may be lost, so it must not be acted on.
-
-        Every sentinel is asked: one that is failing the master over (or finds it down) is
-        enough; otherwise the one with the newest configuration (highest epoch) says where
-        the master is, as sentinels that have not heard of a failover yet still name the old
-        one."""
-        pool = self.client.connection_pool
-        if not isinstance(pool, SentinelConnectionPool) or pool.master_address is None:
-            return
-        ours = (str(pool.master_address[0]), int(pool.master_address[1]))
-        why = None
-        newest: tuple[int, tuple[str, int]] | None = None
-        for sentinel in pool.sentinel_manager.sentinels:
-            try:
-                state = sentinel.sentinel_master(pool.service_name)
-            except redis.RedisError:
-                continue  # a sentinel that cannot answer has no say
-            raw = state.get("flags", "")  # a string with RESP2, a set with RESP3
-            flags = set(raw) if isinstance(raw, (set, list)) else set(str(raw).split(","))
-            if "failover_in_progress" in flags or "o_down" in flags:
-                why = "a sentinel is failing the master over"
-                break
-            view = (int(state.get("config-epoch", 0)), (str(state["ip"]), int(state["port"])))
-            if newest is None or view[0] > newest[0]:
-                newest = view
-        if why is None and newest is not None and newest[1] != ours:
-            why = f"the sentinels moved the master to {newest[1][0]}:{newest[1][1]}"
-        if why is None:
-            return
-        with contextlib.suppress(MasterNotFoundError):
-            # Drops the idle connections to the old master, if it moved.
-            pool.get_master_address()  # type: ignore[no-untyped-call]
+    def _drop_subscription(self) -> None:
         if self._pubsub is not None:
             self._pubsub.close()
             self._pubsub = None
-        raise redis.ConnectionError(
-            f"too few replicas acknowledged a write to {ours[0]}:{ours[1]} and {why}; "
-            "not acting on it"
-        )
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -321,7 +183,7 @@ class ScheduleStore:
                     client=pipe,
                 )
                 sent.append((name, "updated" if old_raw else "added"))
-            replies = self._execute(pipe, raise_on_error=False)
+            replies = self.replicas.execute(pipe, raise_on_error=False)
             for (name, written), reply in zip(sent, replies, strict=False):
                 if isinstance(reply, redis.exceptions.NoScriptError):
                     # SCRIPT FLUSH between the pipeline's script check and its EVALSHAs:
@@ -361,7 +223,7 @@ class ScheduleStore:
             owner = old.source if old is not None else "api"
         k = self.keys
         return bool(
-            self._eval(
+            self.replicas.eval(
                 self.scripts.remove,
                 keys=[k.entries, k.schedule, k.state, k.inflight, k.quarantine, k.source(owner)],
                 args=[name, k.events, "1" if source is not None else "0"],
@@ -381,7 +243,7 @@ class ScheduleStore:
 
     def run_now(self, name: str) -> None:
         """Make an entry due at once (its schedule continues afterwards)."""
-        if not self._eval(
+        if not self.replicas.eval(
             self.scripts.run_now,
             keys=[self.keys.entries, self.keys.schedule],
             args=[name, self.keys.events],
@@ -493,7 +355,7 @@ class ScheduleStore:
 
     def claim(self, beat_id: str, lease_ms: int, batch_size: int) -> ClaimBatch:
         k = self.keys
-        reply = self._eval(
+        reply = self.replicas.eval(
             strict=False,
             script=self.scripts.claim,
             keys=[k.schedule, k.entries, k.inflight, k.state],
@@ -518,7 +380,7 @@ class ScheduleStore:
             nxt = "" if o.next_due_ms is None else o.next_due_ms
             args += [o.name, o.action, nxt, o.task_id, o.due_ms]
         k = self.keys
-        finished, now, earliest = self._eval(
+        finished, now, earliest = self.replicas.eval(
             strict=False,
             script=self.scripts.finish,
             keys=[k.schedule, k.inflight, k.state, k.entries],
@@ -529,7 +391,7 @@ class ScheduleStore:
     def quarantine(self, name: str, definition: str, error: str, by: str) -> bool:
         k = self.keys
         return bool(
-            self._eval(
+            self.replicas.eval(
                 strict=False,
                 script=self.scripts.quarantine,
                 keys=[k.entries, k.schedule, k.inflight, k.quarantine],
@@ -573,11 +435,6 @@ class ScheduleStore:
             self._pubsub = None
             raise
         return False
-
-
-def _host_port(kwargs: dict[str, Any]) -> str:
-    host = str(kwargs.get("host", "?"))
-    return f"{f'[{host}]' if ':' in host else host}:{kwargs.get('port', '?')}"
 
 
 def _chunks(items: Iterable[Entry], size: int) -> Iterator[list[Entry]]:

@@ -6,6 +6,7 @@ import glob
 import random
 import signal
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -160,6 +161,22 @@ class Cluster:
 
     def live_slots(self) -> list[int]:
         return [s for s in range(len(self.slots)) if self.beat(s).process.poll() is None]
+
+    def freeze_holding_claims(self, slot: int, rng: random.Random, tries: int = 300) -> bool:
+        """SIGSTOP the beat at a moment it holds claims (True), or give up and leave it running."""
+        process = self.beat(slot).process
+        store = self.store()
+        try:
+            for _ in range(tries):
+                process.send_signal(signal.SIGSTOP)
+                holders = store.client.hvals(self.keys.inflight)
+                if any(f":{process.pid}:" in str(claim) for claim in holders):
+                    return True
+                process.send_signal(signal.SIGCONT)
+                time.sleep(rng.uniform(0.005, 0.03))
+            return False
+        finally:
+            store.close()
 
     def kill(self, slot: int, sig: int) -> None:
         process = self.beat(slot).process

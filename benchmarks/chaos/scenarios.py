@@ -67,10 +67,12 @@ class Scenario:
 
 
 def kill9(c: Cluster, rng: random.Random) -> str:
+    # Caught holding claims, whenever possible: the case that tests recovery.
     slot = c.random_slot(rng)
+    holding = c.freeze_holding_claims(slot, rng)
     c.kill(slot, signal.SIGKILL)
     c.start_beat(slot)
-    return f"kill -9 beat {slot}, restarted"
+    return f"kill -9 beat {slot}{' holding claims' if holding else ''}, restarted"
 
 
 def sigterm(c: Cluster, rng: random.Random) -> str:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import replace
+from typing import TypeVar
 
 import redis
 
@@ -20,6 +22,7 @@ from redisbeat.timing import from_ms
 from .checker import Timeline
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 TASK = "proj.ping"
 #: Zones for the cron entries: a second-resolution cron must not care about the zone's offset.
@@ -99,7 +102,7 @@ class Workload:
         self.edits += 1
 
     def _soon(self) -> int:
-        return (self.store.now_ms() // 1000 + 2) * 1000
+        return (self._retrying(self.store.now_ms) // 1000 + 2) * 1000
 
     def _new_period(self, entry: Entry) -> Entry:
         every = self.rng.choice([n for n in range(1, 6) if n != _period(entry)])
@@ -111,27 +114,20 @@ class Workload:
 
     def _write(self, entry: Entry | None, how: str, name: str = "") -> None:
         name = entry.name if entry is not None else name
-        before = None
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                before = before or self.store.now_ms()
-                if how == "upsert" and entry is not None:
-                    self.store.upsert(entry)
-                elif how == "remove":
-                    self.store.remove(name)
-                elif how == "disable":
-                    self.store.disable(name)
-                else:
-                    self.store.enable(name)
-                after = self.store.now_ms()
-                break
-            except (redis.RedisError, OSError) as exc:
-                # The store may be restarting under us: the same write again is harmless.
-                if time.monotonic() > deadline:
-                    raise
-                log.debug("workload write of %s failed (%s); retrying", name, exc)
-                time.sleep(0.2)
+        before = self._retrying(self.store.now_ms)
+
+        def write() -> None:
+            if how == "upsert" and entry is not None:
+                self.store.upsert(entry)
+            elif how == "remove":
+                self.store.remove(name)
+            elif how == "disable":
+                self.store.disable(name)
+            else:
+                self.store.enable(name)
+
+        self._retrying(write)
+        after = self._retrying(self.store.now_ms)
         self.timeline.record(entry, name, before, after)
         if entry is None:
             self.live.pop(name, None)
@@ -139,6 +135,20 @@ class Workload:
         else:
             self.live[name] = entry
             (self.disabled.discard if entry.enabled else self.disabled.add)(name)
+
+    @staticmethod
+    def _retrying(call: Callable[[], T]) -> T:
+        """Call until Redis answers: the store may be restarting or failing over under us, and
+        the same write again is harmless."""
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                return call()
+            except (redis.RedisError, OSError) as exc:
+                if time.monotonic() > deadline:
+                    raise
+                log.debug("workload call failed (%s); retrying", exc)
+                time.sleep(0.2)
 
 
 def _period(entry: Entry) -> int:

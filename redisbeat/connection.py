@@ -1,0 +1,198 @@
+"""The Redis connection of a store: plain or through Sentinel, and waiting for replicas.
+
+:class:`ScheduleStore` runs every command through here; this module holds how the client is
+made from the settings, how it is named in log lines, and ``WAIT`` for replicas.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from redis.client import Pipeline
+from redis.commands.core import Script
+from redis.sentinel import MasterNotFoundError, Sentinel, SentinelConnectionPool
+
+from .config import Config
+from .errors import NotReplicated
+
+log = logging.getLogger(__name__)
+
+#: While replicas lag, how often (seconds) a beat asks the sentinels whether the master moved.
+CHECK_EVERY = 0.2
+
+
+def connect(config: Config) -> tuple[redis.Redis, Sentinel | None]:
+    """A client of the store's Redis (the master, with a sentinel:// URL) and its Sentinel."""
+    # Bytes that are not UTF-8 (a hostile or broken definition) decode to lone surrogates
+    # rather than fail the whole reply; Entry.loads rejects them, and they encode back to
+    # the same bytes, so the quarantine script still recognises the definition.
+    options = {"encoding_errors": "surrogateescape", **dict(config.redis_options)}
+    target = config.sentinel
+    if target is None:
+        return redis.Redis.from_url(config.redis_url, decode_responses=True, **options), None
+    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+        list(target.addresses), sentinel_kwargs=dict(config.sentinel_options)
+    )
+    credentials = {"username": target.username, "password": target.password}
+    client = sentinel.master_for(  # type: ignore[no-untyped-call]
+        config.sentinel_master,
+        decode_responses=True,
+        **{"db": target.db, **{k: v for k, v in credentials.items() if v}, **options},
+    )
+    return client, sentinel
+
+
+def describe(client: redis.Redis) -> str:
+    """Where a client connects, for log lines (no password)."""
+    pool = client.connection_pool
+    kw = pool.connection_kwargs
+    where = kw.get("path") or f"{kw.get('host', '?')}:{kw.get('port', '?')}"
+    if isinstance(pool, SentinelConnectionPool):
+        via = ",".join(
+            _host_port(s.connection_pool.connection_kwargs) for s in pool.sentinel_manager.sentinels
+        )
+        where = f"sentinel master {pool.service_name} via {via}"
+    return f"{where} db={kw.get('db', 0)}"
+
+
+def _host_port(kwargs: dict[str, Any]) -> str:
+    host = str(kwargs.get("host", "?"))
+    return f"{f'[{host}]' if ':' in host else host}:{kwargs.get('port', '?')}"
+
+
+class Replicas:
+    """``WAIT`` for replicas after writes (``count`` 0: never), and what a short count means.
+
+    ``strict`` writes (the API's) raise :class:`NotReplicated` when too few replicas
+    acknowledge; a beat's claims and finishes carry on with one warning per episode: at worst
+    an occurrence is sent again under the same task id. Either way, when Sentinel is failing
+    the master over, the write is not acted on (``redis.ConnectionError``).
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        count: int,
+        timeout: float,
+        describe: Callable[[], str],
+        on_moved: Callable[[], None],
+    ) -> None:
+        self.client = client
+        self.count = count
+        self.timeout_ms = max(1, int(timeout * 1000))
+        self._describe = describe
+        self._on_moved = on_moved
+        #: Too few replicas acknowledged the last lenient write: until they do again, a beat
+        #: only peeks (WAIT 1 ms) and asks the sentinels at most every CHECK_EVERY seconds.
+        self._short = False
+        self._next_check = 0.0
+
+    def eval(self, script: Script, *, keys: list[str], args: list[Any], strict: bool = True) -> Any:
+        """Run a script; WAIT follows it in the same round trip."""
+        if not self.count:
+            return script(keys=keys, args=args)
+        timeout_ms = 1 if self._short and not strict else self.timeout_ms
+        for _ in range(2):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
+            pipe.wait(self.count, timeout_ms)
+            reply, acked = pipe.execute(raise_on_error=False)
+            if not isinstance(reply, redis.exceptions.NoScriptError):
+                break
+            # A server that has not seen the script (restarted, flushed, or a replica just
+            # promoted): nothing ran, so load it and run it again.
+            script.sha = self.client.script_load(script.script)
+        if isinstance(reply, Exception):
+            raise reply
+        self._acknowledged(acked, strict)
+        return reply
+
+    def execute(self, pipe: Pipeline, *, raise_on_error: bool = True) -> list[Any]:
+        """Run a pipeline of writes (strict); WAIT rides along at its end."""
+        # With nothing to write, WAIT still runs: what was read may be an earlier attempt's
+        # write that no replica has (an old master after a failover answers 0 at once).
+        if not self.count:
+            return pipe.execute(raise_on_error=raise_on_error)
+        pipe.wait(self.count, self.timeout_ms)
+        *replies, acked = pipe.execute(raise_on_error=raise_on_error)
+        self._acknowledged(acked, strict=True)
+        return replies
+
+    def _acknowledged(self, acked: Any, strict: bool) -> None:
+        """Note how many replicas acknowledged a write; warn once while too few do."""
+        if isinstance(acked, Exception):
+            raise acked
+        if int(acked) >= self.count:
+            if self._short:
+                self._short = False
+                log.warning(
+                    "redisbeat: %d replica(s) of %s acknowledge writes again",
+                    acked,
+                    self._describe(),
+                )
+            return
+        now = time.monotonic()
+        if strict or now >= self._next_check:
+            self._next_check = now + CHECK_EVERY
+            self._check_master()
+        if strict:
+            raise NotReplicated(
+                f"only {acked} of {self.count} replica(s) of {self._describe()} "
+                f"acknowledged the write within {self.timeout_ms} ms; it is on the master, "
+                "but a failover now could lose it (writing it again is safe)"
+            )
+        if not self._short:
+            self._short = True
+            log.warning(
+                "redisbeat: only %d of %d replica(s) of %s acknowledged a write within %d ms; "
+                "carrying on (a failover now could lose the last writes)",
+                acked,
+                self.count,
+                self._describe(),
+                self.timeout_ms,
+            )
+
+    def _check_master(self) -> None:
+        """Raise ConnectionError if Sentinel is failing over (or has failed over) the master
+        that just took a write: that write may be lost, so it must not be acted on.
+
+        Every sentinel is asked: one that is failing the master over (or finds it down) is
+        enough; otherwise the one with the newest configuration (highest epoch) says where
+        the master is, as sentinels that have not heard of a failover yet still name the old
+        one."""
+        pool = self.client.connection_pool
+        if not isinstance(pool, SentinelConnectionPool) or pool.master_address is None:
+            return
+        ours = (str(pool.master_address[0]), int(pool.master_address[1]))
+        why = None
+        newest: tuple[int, tuple[str, int]] | None = None
+        for sentinel in pool.sentinel_manager.sentinels:
+            try:
+                state = sentinel.sentinel_master(pool.service_name)
+            except redis.RedisError:
+                continue  # a sentinel that cannot answer has no say
+            raw = state.get("flags", "")  # a string with RESP2, a set with RESP3
+            flags = set(raw) if isinstance(raw, (set, list)) else set(str(raw).split(","))
+            if "failover_in_progress" in flags or "o_down" in flags:
+                why = "a sentinel is failing the master over"
+                break
+            view = (int(state.get("config-epoch", 0)), (str(state["ip"]), int(state["port"])))
+            if newest is None or view[0] > newest[0]:
+                newest = view
+        if why is None and newest is not None and newest[1] != ours:
+            why = f"the sentinels moved the master to {newest[1][0]}:{newest[1][1]}"
+        if why is None:
+            return
+        with contextlib.suppress(MasterNotFoundError):
+            # Drops the idle connections to the old master, if it moved.
+            pool.get_master_address()  # type: ignore[no-untyped-call]
+        self._on_moved()
+        raise redis.ConnectionError(
+            f"too few replicas acknowledged a write to {ours[0]}:{ours[1]} and {why}; "
+            "not acting on it"
+        )
