@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from servers import RedisServer, free_port, wait_until
+from servers import RedisServer, free_port, stop_process, wait_until
 
 Address = tuple[str, int]
 
@@ -89,13 +89,7 @@ class SentinelProcess:
             return False
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         self.process = None
 
 

@@ -40,6 +40,17 @@ def wait_until(
         time.sleep(interval)
 
 
+def stop_process(process: subprocess.Popen[bytes] | None, sig: int = signal.SIGTERM) -> None:
+    """Signal a process and reap it; kill it if it is still there after 10 s."""
+    if process is not None and process.poll() is None:
+        process.send_signal(sig)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 @dataclass
 class RedisServer:
     """A private redis-server on a free port, optionally with an append-only file."""
@@ -92,13 +103,7 @@ class RedisServer:
             return False
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(sig)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, sig)
         self.process = None
 
 

@@ -91,6 +91,7 @@ def test_a_missing_occurrence_a_repeat_and_an_invented_one_are_each_reported() -
     problems = rules(v, SCENARIOS["no faults"], SETTINGS)
     assert len(problems) == 3
     assert rules(v, SCENARIOS["kill -9 beat"], SETTINGS) == problems[:2]
+    assert rules(v, SCENARIOS["sentinel failover"], SETTINGS) == []  # a measurement
 
 
 def test_catch_up_once_coalesces_what_fell_due_before_the_late_send() -> None:
