@@ -431,8 +431,7 @@ class ScheduleStore:
                         pass
                     return True
         except (redis.RedisError, OSError):
-            self._pubsub.close()
-            self._pubsub = None
+            self._drop_subscription()
             raise
         return False
 
