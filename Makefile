@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
 LINT_PATHS := redisbeat redisbeat_django tests example_project benchmarks
 
-.PHONY: demo test chaos lint pytest redis-server postgresql chromium faketime venv clean
+.PHONY: demo test chaos bench lint pytest redis-server postgresql chromium faketime venv clean
 
 test: lint pytest
 
@@ -87,6 +87,18 @@ pytest: venv redis-server postgresql chromium faketime
 # Writes benchmarks/results/<date>-chaos-<profile>.{md,json} and the table in the docs.
 chaos: venv redis-server faketime
 	$(PY) -m benchmarks.chaos --profile $(if $(FULL),full,quick) --update-docs
+
+# redisbeat against celery-redbeat and django-celery-beat with real beats (docs/benchmarks.md):
+# the quick profile (about 10 minutes on 2 cores), or FULL=1 for every rate and size.
+# Writes benchmarks/results/<date>-<scenario>.{json,md,png} and the tables in the docs.
+BENCH_STAMP := $(VENV)/.installed-bench
+
+$(BENCH_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	touch $@
+
+bench: $(BENCH_STAMP) redis-server postgresql
+	$(PY) -m benchmarks.bench --profile $(if $(FULL),full,quick) --update-docs
 
 # Two beats, a worker and the Django admin on a private redis-server; Ctrl-C stops it all.
 # DEMO_SECONDS=30 make demo runs 30 s and fails if an occurrence ran twice or not at all.

@@ -29,6 +29,7 @@ DEFAULTS: dict[str, Any] = {
     "sentinel_options": {},
     "wait_replicas": 0,
     "wait_timeout": 0.5,
+    "entry_cache_size": 10_000,
 }
 
 
@@ -109,6 +110,8 @@ class Config:
     wait_replicas: int = 0
     #: The most seconds one WAIT blocks.
     wait_timeout: float = 0.5
+    #: How many parsed entry definitions (and their prepared messages) a beat keeps.
+    entry_cache_size: int = 10_000
 
     def __post_init__(self) -> None:
         if not self.redis_url.startswith((*REDIS_SCHEMES, SENTINEL_SCHEME)):
@@ -130,6 +133,11 @@ class Config:
         if not isinstance(self.batch_size, int) or self.batch_size < 1:
             raise ConfigurationError(
                 f"redisbeat_batch_size must be a positive integer: {self.batch_size!r}"
+            )
+        size = self.entry_cache_size
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise ConfigurationError(
+                f"redisbeat_entry_cache_size must be a non-negative integer: {size!r}"
             )
 
     def _check_sentinel(self) -> None:
@@ -232,6 +240,7 @@ class Config:
             sentinel_options=sentinel_options,
             wait_replicas=get("wait_replicas"),
             wait_timeout=get("wait_timeout"),
+            entry_cache_size=get("entry_cache_size"),
         )
 
 

@@ -69,9 +69,11 @@ class Replicas:
     """``WAIT`` for replicas after writes (``count`` 0: never), and what a short count means.
 
     ``strict`` writes (the API's) raise :class:`NotReplicated` when too few replicas
-    acknowledge; a beat's claims and finishes carry on with one warning per episode: at worst
-    an occurrence is sent again under the same task id. Either way, when Sentinel is failing
-    the master over, the write is not acted on (``redis.ConnectionError``).
+    acknowledge. A beat's claims and finishes are not acted on (``redis.ConnectionError``)
+    while enough replicas are connected but behind; while too few are connected at all they
+    carry on, with one warning per episode: a failover then can at worst make an occurrence
+    be sent again under the same task id. Either way, when Sentinel is failing the master
+    over, the write is not acted on.
     """
 
     def __init__(
@@ -87,17 +89,17 @@ class Replicas:
         self.timeout_ms = max(1, int(timeout * 1000))
         self._describe = describe
         self._on_moved = on_moved
-        #: Too few replicas acknowledged the last lenient write: until they do again, a beat
-        #: only peeks (WAIT up to PEEK_MS).
+        #: Too few replicas acknowledge lenient writes: an episode, warned about once.
         self._short = False
+        #: No replica is connected to acknowledge: a beat only peeks (WAIT up to PEEK_MS).
+        self._peek = False
+        self._roleless = False
 
     def eval(self, script: Script, *, keys: list[str], args: list[Any], strict: bool = True) -> Any:
         """Run a script; WAIT follows it in the same round trip."""
         if not self.count:
             return script(keys=keys, args=args)
-        timeout_ms = (
-            min(self.timeout_ms, PEEK_MS) if self._short and not strict else self.timeout_ms
-        )
+        timeout_ms = min(self.timeout_ms, PEEK_MS) if self._peek and not strict else self.timeout_ms
         for _ in range(2):
             pipe = self.client.pipeline(transaction=False)
             pipe.evalsha(script.sha, len(keys), *keys, *args)
@@ -110,7 +112,7 @@ class Replicas:
             script.sha = self.client.script_load(script.script)
         if isinstance(reply, Exception):
             raise reply
-        self._acknowledged(acked, strict)
+        self._acknowledged(acked, strict, timeout_ms)
         return reply
 
     def execute(self, pipe: Pipeline, *, raise_on_error: bool = True) -> list[Any]:
@@ -121,14 +123,18 @@ class Replicas:
             return pipe.execute(raise_on_error=raise_on_error)
         pipe.wait(self.count, self.timeout_ms)
         *replies, acked = pipe.execute(raise_on_error=raise_on_error)
-        self._acknowledged(acked, strict=True)
+        self._acknowledged(acked, True, self.timeout_ms)
         return replies
 
-    def _acknowledged(self, acked: Any, strict: bool) -> None:
-        """Note how many replicas acknowledged a write; warn once while too few do."""
+    def _acknowledged(self, acked: Any, strict: bool, waited_ms: int) -> None:
+        """Note how many replicas acknowledged a write; warn once while too few do.
+
+        A beat acts on a write too few replicas acknowledged only when too few replicas are
+        connected at all: any connected one could be promoted without it."""
         if isinstance(acked, Exception):
             raise acked
         if int(acked) >= self.count:
+            self._peek = False
             if self._short:
                 self._short = False
                 log.warning(
@@ -143,19 +149,41 @@ class Replicas:
         if strict:
             raise NotReplicated(
                 f"only {acked} of {self.count} replica(s) of {self._describe()} "
-                f"acknowledged the write within {self.timeout_ms} ms; it is on the master, "
+                f"acknowledged the write within {waited_ms} ms; it is on the master, "
                 "but a failover now could lose it (writing it again is safe)"
             )
+        online = self._online_replicas()
+        if online is not None and online >= self.count:
+            # Replicas that are connected but behind: the next write gives them the whole
+            # timeout, and this one is not acted on.
+            self._peek = False
+            raise redis.ConnectionError(
+                f"{online} replica(s) of {self._describe()} are connected but acknowledged "
+                f"no write within {waited_ms} ms; not acting on it"
+            )
+        self._peek = True
         if not self._short:
             self._short = True
             log.warning(
-                "redisbeat: only %d of %d replica(s) of %s acknowledged a write within %d ms; "
-                "carrying on (a failover now could lose the last writes)",
+                "redisbeat: only %d of %d replica(s) of %s acknowledged a write within %d ms, "
+                "and %s connected; carrying on (a failover now could lose the last writes)",
                 acked,
                 self.count,
                 self._describe(),
-                self.timeout_ms,
+                waited_ms,
+                "too few are" if online is not None else "it cannot tell how many are",
             )
+
+    def _online_replicas(self) -> int | None:
+        """How many replicas are connected and in sync (``ROLE``); None if it cannot tell."""
+        try:
+            role: Any = self.client.role()
+        except redis.ResponseError as exc:  # an ACL without +role: as before WAIT had it
+            if not self._roleless:
+                self._roleless = True
+                log.warning("redisbeat: cannot list the replicas of %s: %s", self._describe(), exc)
+            return None
+        return len(role[2]) if role and role[0] == "master" else 0
 
     def _check_master(self) -> None:
         """Raise ConnectionError if Sentinel is failing over (or has failed over) the master

@@ -14,14 +14,15 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import redis
 
+from .cache import EntryCache
 from .config import Config
 from .entry import Entry, occurrence_id
 from .errors import CorruptEntry, RedisBeatError, RedisTrouble
-from .records import ClaimBatch, FinishResult, Outcome
+from .records import Claim, ClaimBatch, FinishResult, Outcome
 from .store import ScheduleStore
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,9 @@ log = logging.getLogger(__name__)
 #: publish(entry, task_id, due_ms, now_ms): send one occurrence; raise to hand the claim back.
 #: ``now_ms`` is the Redis clock at the moment of sending (the clock every beat shares).
 Publish = Callable[[Entry, str, int, int], None]
+#: flush(): for a publish that buffers, send the batch; returns the task ids that may not
+#: have been sent, whose claims are handed back.
+Flush = Callable[[], Collection[str]]
 
 MIN_BACKOFF = 0.5
 MAX_BACKOFF = 10.0
@@ -47,12 +51,15 @@ class Dispatcher:
         config: Config,
         publish: Publish,
         *,
+        flush: Flush | None = None,
         beat_id: str | None = None,
         on_registered: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         self.config = config
         self.publish = publish
+        self.flush = flush
+        self.entries = EntryCache(config.entry_cache_size)
         self.beat_id = beat_id or make_beat_id()
         #: Called whenever this beat (re)registers: at start, and when Redis lost its data.
         self.on_registered = on_registered
@@ -68,6 +75,11 @@ class Dispatcher:
         #: Why this beat cannot listen for changes, while it cannot.
         self._deaf: RedisTrouble | None = None
         self._quarantined: set[str] = set()
+        #: When the next claim is needed (monotonic): by the earliest score the last claim or
+        #: finish saw, or the loop interval. Until then a wake-up for the heartbeat claims
+        #: nothing; a change heard on the events channel (new, edited, handed-back entries)
+        #: brings it forward to now.
+        self._claim_by = 0.0
 
     # -- the loop step ------------------------------------------------------------------------
 
@@ -76,6 +88,8 @@ class Dispatcher:
         try:
             self._maybe_heartbeat()
             self._finish_leftovers()
+            if time.monotonic() < self._claim_by and not self.stop_requested:
+                return self._sleep_until_claim()
             # The lease runs from the moment Redis ran the claim, which is no earlier than
             # this: a reply delayed on the way back must not stretch the time to send.
             requested = time.monotonic()
@@ -99,7 +113,17 @@ class Dispatcher:
             return 0.0
         return self._delay(now_ms, next_due_ms)
 
+    def _sleep_until_claim(self) -> float:
+        return max(0.0, min(self._claim_by, self._next_heartbeat) - time.monotonic())
+
     def _handle(self, batch: ClaimBatch, requested: float, outcomes: list[Outcome]) -> None:
+        try:
+            self._send_all(batch, requested, outcomes)
+        finally:
+            # Whatever stopped the loop, what was buffered goes out (or is handed back).
+            self._flush(outcomes)
+
+    def _send_all(self, batch: ClaimBatch, requested: float, outcomes: list[Outcome]) -> None:
         deadline = requested + self.config.lease_seconds * (1 - LEASE_SAFETY)
         received = time.monotonic()
         for claim in batch.claims:
@@ -108,16 +132,20 @@ class Dispatcher:
                 outcomes.append(Outcome(claim.name, "release", claim.due_ms))
                 continue
             try:
-                entry = Entry.loads(claim.definition, claim.name)
+                entry = self.entries.load(claim.definition, claim.name)
             except CorruptEntry as exc:
                 self._quarantine(claim.name, claim.definition, exc)
                 continue
             # The Redis clock now, read off the claim's TIME plus the time spent since.
             now_ms = batch.now_ms + int((time.monotonic() - received) * 1000)
-            outcomes.append(self._send(entry, claim.due_ms, now_ms, claim.recovered))
+            outcomes.append(self._send(entry, claim, now_ms))
 
-    def _send(self, entry: Entry, due_ms: int, now_ms: int, recovered: bool) -> Outcome:
+    def _send(self, entry: Entry, claim: Claim, now_ms: int) -> Outcome:
         tz = self.store.timezone
+        recovered = claim.recovered
+        # Claimed a period or more late: the last occurrence due by the claim stands for all
+        # those missed (the same one whichever beat sends it, after a crash too).
+        due_ms = entry.latest_due_ms(claim.due_ms, claim.claimed_ms, tz)
         # A recovered occurrence may have run already, so it cannot stand in for the ones
         # that fell due while its claim was stuck: those come next, under the catch-up policy.
         next_due = entry.next_due_ms(due_ms, due_ms if recovered else now_ms, tz)
@@ -138,6 +166,15 @@ class Dispatcher:
             log.exception("redisbeat: could not send %s; handing it back", entry.name)
             return Outcome(entry.name, "release", due_ms)
         return Outcome(entry.name, "sent", due_ms, next_due, task_id)
+
+    def _flush(self, outcomes: list[Outcome]) -> None:
+        if self.flush is None:
+            return
+        failed = self.flush()
+        if failed:
+            for i, o in enumerate(outcomes):
+                if o.action == "sent" and o.task_id in failed:
+                    outcomes[i] = Outcome(o.name, "release", o.due_ms)
 
     def _finish_leftovers(self) -> FinishResult | None:
         if self._unfinished is None:
@@ -175,6 +212,8 @@ class Dispatcher:
         delay = self.config.max_loop_interval
         if next_due_ms is not None:
             delay = min(delay, max(0.0, (next_due_ms - now_ms) / 1000))
+        # Only a beat that hears changes can skip claims until then.
+        self._claim_by = time.monotonic() + delay if self._deaf is None else 0.0
         return min(delay, max(0.0, self._next_heartbeat - time.monotonic()))
 
     def wait(self, seconds: float) -> None:
@@ -182,14 +221,17 @@ class Dispatcher:
         if seconds <= 0:
             return
         if self._down_since is not None or self._failures:
+            self._claim_by = 0.0
             time.sleep(seconds)
             return
         deadline = time.monotonic() + seconds
         try:
-            self.store.wait_for_change(seconds)
+            if self.store.wait_for_change(seconds):
+                self._claim_by = 0.0
         except redis.ResponseError as exc:
             # Listening was refused (an ACL without the events channel, say): the beat works
             # on, and notices changes when it next wakes up on its own.
+            self._claim_by = 0.0
             if self._deaf is None:
                 self._deaf = RedisTrouble.of(exc)
                 log.warning(
@@ -209,6 +251,7 @@ class Dispatcher:
     # -- outages and refusals -----------------------------------------------------------------
 
     def _backoff(self, exc: BaseException | None) -> float:
+        self._claim_by = 0.0
         self._failures += 1
         delay = min(MAX_BACKOFF, MIN_BACKOFF * 2.0 ** (self._failures - 1))
         if exc is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import uuid
@@ -14,7 +15,7 @@ from .errors import CorruptEntry, InvalidEntry, InvalidSchedule
 from .schedules import Clocked, Interval, Schedule, as_schedule, fixed_offset, with_default_tz
 from .schedules import from_json as schedule_from_json
 from .schedules import to_json as schedule_to_json
-from .timing import next_due_ms, to_ms
+from .timing import last_due_ms, next_due_ms, to_ms
 
 MAX_NAME_LENGTH = 200
 MAX_TASK_LENGTH = 255
@@ -214,6 +215,21 @@ class Entry:
             next_due_ms(self.schedule, max(now_ms, due_ms), anchor_ms=anchor, tz=tz)
         )
 
+    def latest_due_ms(self, due_ms: int, now_ms: int, tz: str = "UTC") -> int:
+        """The occurrence a claim of the one due at ``due_ms`` stands for at ``now_ms``: the
+        last one due by then (and not after ``end_at``). Those before it coalesce into it.
+
+        A late send thus carries the newest missed occurrence's due time and task id, which
+        no beat can have sent yet: had the oldest been kept, a failover that undid the finish
+        of an occurrence already sent would make the catch-up send repeat it, and downstream
+        deduplication would drop the occurrences that only it stood for.
+        """
+        if self.one_off or not self.enabled or isinstance(self.schedule, Clocked):
+            return due_ms
+        until = now_ms if self.end_at is None else min(now_ms, to_ms(self.end_at))
+        anchor = to_ms(self.start_at) if self.start_at else due_ms
+        return last_due_ms(self.schedule, due_ms, until, anchor_ms=anchor, tz=tz)
+
     def is_missed(self, due_ms: int, now_ms: int) -> bool:
         """True when an occurrence is too late to send under this entry's catch-up policy."""
         grace = self.grace
@@ -253,12 +269,21 @@ def _parse_time(name: str, key: str, value: Any) -> datetime:
 
 #: Namespace of occurrence ids (UUID5), fixed forever so ids stay stable across releases.
 OCCURRENCE_NAMESPACE = uuid.UUID("6f1c2b5e-8d3a-4e0f-9b7a-2c4d6e8f0a1b")
+_NAMESPACE_BYTES = OCCURRENCE_NAMESPACE.bytes
 
 
 def occurrence_id(prefix: str, name: str, due_ms: int) -> str:
     """The task id of the occurrence of entry ``name`` due at ``due_ms``.
 
     Every beat derives the same id for the same occurrence, so a re-send after a crash
-    carries the id of the first send and can be dropped downstream.
+    carries the id of the first send and can be dropped downstream. It is
+    ``str(uuid.uuid5(OCCURRENCE_NAMESPACE, f"{prefix}\\x00{name}\\x00{due_ms}"))``, worked out
+    without the UUID object (a beat makes one per send).
     """
-    return str(uuid.uuid5(OCCURRENCE_NAMESPACE, f"{prefix}\x00{name}\x00{due_ms}"))
+    digest = bytearray(
+        hashlib.sha1(_NAMESPACE_BYTES + f"{prefix}\x00{name}\x00{due_ms}".encode()).digest()[:16]
+    )
+    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+    digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = digest.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

@@ -92,6 +92,9 @@ class Claim:
     name: str
     definition: str
     due_ms: int
+    #: When the occurrence was first claimed (Redis ms): a late claim stands for the last
+    #: occurrence due by then, so every beat that sends it sends the same one.
+    claimed_ms: int
     #: True when a beat that claimed this occurrence earlier died before finishing it.
     recovered: bool
 
@@ -103,6 +106,17 @@ class ClaimBatch:
     #: The earliest score left in the schedule after the claim (None: the schedule is empty).
     next_due_ms: int | None
     claims: list[Claim]
+
+    @classmethod
+    def from_reply(cls, reply: list[Any], lease_ms: int) -> ClaimBatch:
+        """From claim.lua's reply: now, the earliest score left (-1: none), then five fields
+        per claim."""
+        now, earliest = int(reply[0]), int(reply[1])
+        claims = [
+            Claim(reply[i], reply[i + 1], int(reply[i + 2]), int(reply[i + 3]), reply[i + 4] == 1)
+            for i in range(2, len(reply), 5)
+        ]
+        return cls(now, now + lease_ms, None if earliest < 0 else earliest, claims)
 
 
 @dataclass(frozen=True)

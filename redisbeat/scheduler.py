@@ -10,18 +10,17 @@ import logging
 import signal
 import threading
 from dataclasses import replace
-from datetime import timedelta
 from types import FrameType
 from typing import Any
 
 from celery.beat import Scheduler
 
 from .config import Config
-from .dispatcher import Dispatcher
+from .dispatcher import Dispatcher, make_beat_id
 from .entry import Entry
+from .publisher import Publisher
 from .store import ScheduleStore
 from .sync import CONFIG_SOURCE, config_entries
-from .timing import from_ms
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +37,18 @@ class RedisScheduler(Scheduler):
         # `celery beat --max-interval` reaches the scheduler, not the settings.
         self.config = replace(config, max_loop_interval=float(self.max_interval or 300))
         self.store = ScheduleStore.from_config(self.config)
+        beat_id = make_beat_id()
+        # Through one producer, the scheduler's (Celery may make a new one after close()).
+        self.publisher = Publisher(
+            app, lambda: self.producer, beat_id, self.config.entry_cache_size
+        )
         self.dispatcher = Dispatcher(
-            self.store, self.config, self._publish, on_registered=self._sync_config
+            self.store,
+            self.config,
+            self._publish,
+            flush=self.publisher.flush,
+            beat_id=beat_id,
+            on_registered=self._sync_config,
         )
 
     # -- Celery's interface -------------------------------------------------------------------
@@ -86,37 +95,9 @@ class RedisScheduler(Scheduler):
     # -- the Celery side of sending -----------------------------------------------------------
 
     def _publish(self, entry: Entry, task_id: str, due_ms: int, now_ms: int) -> None:
+        # Buffered: the dispatcher flushes the batch (through the publisher) when it is done.
         log.info("Scheduler: Sending due task %s (%s)", entry.name, entry.task)
-        options = dict(entry.options)
-        expires = options.get("expires")
-        if isinstance(expires, (int, float)) and not isinstance(expires, bool):
-            # Celery would add the seconds to this host's clock; the Redis clock is the one
-            # every beat shares, so a beat whose clock is off still sends the right expiry.
-            options["expires"] = from_ms(now_ms) + timedelta(seconds=expires)
-        options["headers"] = {
-            **(options.get("headers") or {}),
-            "redisbeat_entry": entry.name,
-            "redisbeat_due": due_ms,
-            "redisbeat_beat": self.dispatcher.beat_id,
-        }
-        task = self.app.tasks.get(entry.task)
-        if task is not None:
-            task.apply_async(
-                tuple(entry.args),
-                dict(entry.kwargs),
-                task_id=task_id,
-                producer=self.producer,
-                **options,
-            )
-        else:
-            self.app.send_task(
-                entry.task,
-                entry.args,
-                dict(entry.kwargs),
-                task_id=task_id,
-                producer=self.producer,
-                **options,
-            )
+        self.publisher(entry, task_id, due_ms, now_ms)
 
     def _sync_config(self) -> None:
         report = self.store.sync_source(CONFIG_SOURCE, self._config_entries)

@@ -31,7 +31,6 @@ from .errors import (
 from .keys import Keys
 from .records import (
     BeatInfo,
-    Claim,
     ClaimBatch,
     EntryState,
     FinishResult,
@@ -361,17 +360,7 @@ class ScheduleStore:
             keys=[k.schedule, k.entries, k.inflight, k.state],
             args=[beat_id, lease_ms, batch_size],
         )
-        now, earliest = int(reply[0]), int(reply[1])
-        claims = [
-            Claim(
-                name=reply[i],
-                definition=reply[i + 1],
-                due_ms=int(reply[i + 2]),
-                recovered=reply[i + 3] == 1,
-            )
-            for i in range(2, len(reply), 4)
-        ]
-        return ClaimBatch(now, now + lease_ms, None if earliest < 0 else earliest, claims)
+        return ClaimBatch.from_reply(reply, lease_ms)
 
     def finish(self, beat_id: str, lease_until_ms: int, outcomes: list[Outcome]) -> FinishResult:
         """Reschedule, record or hand back claimed entries (only those still this beat's)."""

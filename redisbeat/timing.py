@@ -16,7 +16,7 @@ import importlib
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone, tzinfo
 from functools import lru_cache, partial
-from typing import Any
+from typing import Any, cast
 from zoneinfo import ZoneInfo
 
 from celery import schedules as celery_schedules
@@ -34,7 +34,7 @@ from redisbeat.schedules import (
     get_zone,
 )
 
-__all__ = ["from_ms", "next_due", "next_due_ms", "to_ms"]
+__all__ = ["from_ms", "last_due_ms", "next_due", "next_due_ms", "to_ms"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _EPOCH_NAIVE = datetime(1970, 1, 1)
@@ -43,6 +43,8 @@ _SECOND = timedelta(seconds=1)
 # Like celery's solar: polar days and nights are shorter than a year.
 _SOLAR_SEARCH_DAYS = 366
 _HOUR_MS = 3_600_000
+# last_due_ms steps this many occurrences forward before it bisects.
+_STEPS = 4
 # Closer to a pole than this, ephem's rising and setting times drift off the horizon (and
 # it misses some): the crossing is searched for directly instead.
 _POLAR_LAT = 89.5
@@ -80,6 +82,44 @@ def next_due_ms(
         zone = get_zone(schedule.tz or tz)
         return _within_calendar(partial(_next_wall_clock, schedule, after_ms, zone), after_ms)
     return _within_calendar(partial(_next_other, schedule, after_ms), after_ms)
+
+
+def last_due_ms(
+    schedule: Schedule,
+    due_ms: int,
+    until_ms: int,
+    *,
+    anchor_ms: int | None = None,
+    tz: str = "UTC",
+) -> int:
+    """The last occurrence at or before ``until_ms``, counting from the one due at ``due_ms``
+    (``due_ms`` itself when the next one is later): what a late send stands for."""
+
+    def after(ms: int) -> int | None:
+        return next_due_ms(schedule, ms, anchor_ms=anchor_ms, tz=tz)
+
+    if isinstance(schedule, Interval) and (schedule.relative or anchor_ms is not None):
+        grid = 0 if schedule.relative else cast(int, anchor_ms)
+        every_ms = round(schedule.every * 1000)
+        return max(due_ms, grid + (until_ms - grid) // every_ms * every_ms)
+    last = due_ms
+    # A few steps cover a claim late by a period or two; a longer outage is bisected: the
+    # answer is after(x) for the largest x whose next occurrence is not later than until_ms.
+    for _ in range(_STEPS):
+        step = after(last)
+        if step is None or step > until_ms:
+            return last
+        last = step
+    lo, hi = last, until_ms
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        step = after(mid)
+        if step is not None and step <= until_ms:
+            lo = mid
+        else:
+            hi = mid
+    found = after(lo)
+    return found if found is not None and found <= until_ms else last
 
 
 def next_due(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,8 +51,13 @@ def history(*entries: Entry) -> Timeline:
     return timeline
 
 
-def verdict(timeline: Timeline, deliveries: list[Delivery], end: int = T0 + 4000) -> object:
-    return judge("t", PREFIX, timeline, deliveries, window=(T0, end), slack_ms=500)
+def verdict(
+    timeline: Timeline,
+    deliveries: list[Delivery],
+    end: int = T0 + 4000,
+    outages: tuple[tuple[int, int], ...] = (),
+) -> Any:
+    return judge("t", PREFIX, timeline, deliveries, window=(T0, end), slack_ms=500, outages=outages)
 
 
 def test_occurrences_come_from_the_definition_alone() -> None:
@@ -94,14 +100,20 @@ def test_a_missing_occurrence_a_repeat_and_an_invented_one_are_each_reported() -
     assert rules(v, SCENARIOS["sentinel failover"], SETTINGS) == []  # a measurement
 
 
-def test_catch_up_once_coalesces_what_fell_due_before_the_late_send() -> None:
-    # Sent 2.5 s late: the two occurrences due meanwhile are coalesced into that send.
-    deliveries = [sent("a", T0, T0 + 2500), sent("a", T0 + 3000, T0 + 3001)]
+def test_a_late_send_of_the_last_occurrence_coalesces_those_due_during_an_outage() -> None:
+    # Claimed at T0+2.5 s: the T0+2 s occurrence is sent, the two before it coalesce into it.
+    deliveries = [sent("a", T0 + 2000, T0 + 2500), sent("a", T0 + 3000, T0 + 3001)]
+    outage = ((T0 - 100, T0 + 2400),)
+    v = verdict(history(every("a", 1)), deliveries, T0 + 3000, outage)
+    assert (v.delivered, v.coalesced, v.missed, v.late_max_ms) == (2, 2, 0, 500)
+    assert rules(v, SCENARIOS["kill -9 beat"], SETTINGS) == []
+    # Outside an outage, an occurrence skipped for a later one is missed.
     v = verdict(history(every("a", 1)), deliveries, T0 + 3000)
-    assert (v.delivered, v.coalesced, v.missed, v.late_max_ms) == (2, 2, 0, 2500)
-    assert rules(v, SCENARIOS["no faults"], SETTINGS) == [
-        "an occurrence arrived 2500 ms late (bound 2000 ms)"
-    ]
+    assert (v.coalesced, v.missed, v.missed_examples) == (0, 2, [f"a@{T0}", f"a@{T0 + 1000}"])
+    # An earlier occurrence sent late stands for nothing after it.
+    deliveries = [sent("a", T0 + 1000, T0 + 2500)]
+    v = verdict(history(every("a", 1)), deliveries, T0 + 2000, outage)
+    assert (v.coalesced, v.missed, v.missed_examples) == (1, 1, [f"a@{T0 + 2000}"])
 
 
 def test_an_early_send_and_a_wrong_expiry_break_the_rules() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -13,6 +14,7 @@ from servers import RedisServer, wait_until
 from redisbeat import Entry, Interval, ScheduleStore, occurrence_id
 from redisbeat.config import Config
 from redisbeat.dispatcher import Dispatcher
+from redisbeat.timing import from_ms
 
 UTC = timezone.utc
 
@@ -92,6 +94,21 @@ def test_a_claim_left_by_a_dead_beat_is_sent_again_with_the_same_id_after_its_le
     assert store.finish("dead-beat", dead.lease_until_ms, []).finished == 0
 
 
+def test_a_late_claim_of_a_dead_beat_is_sent_again_as_the_occurrence_it_stood_for(store, client):
+    # Claimed 30 periods late, the dead beat sent the last occurrence due by its claim: the
+    # beat that takes over sends that one again (same task id), however much later it is.
+    store.upsert(every("e", 0.1))
+    make_due(client, store, "e", 3_000)
+    dead = store.claim("dead-beat", 400, 10)
+    [claim] = dead.claims
+    stood_for = store.get("e").latest_due_ms(claim.due_ms, claim.claimed_ms)
+    assert stood_for > claim.due_ms
+    wait_until(lambda: store.now_ms() > dead.lease_until_ms, 5, "the lease to expire")
+    rec = Recorder()
+    dispatcher(store, rec).tick()
+    assert rec.sent[0] == ("e", stood_for, occurrence_id(store.keys.prefix, "e", stood_for))
+
+
 def test_occurrences_due_while_a_dead_beats_claim_was_stuck_are_caught_up_after_it(store, client):
     # The re-sent occurrence may have run already (same id, dropped downstream), so it must
     # not also stand in for the ones that fell due meanwhile: one send catches those up.
@@ -104,10 +121,14 @@ def test_occurrences_due_while_a_dead_beats_claim_was_stuck_are_caught_up_after_
     d.tick()
     assert rec.sent[0] == ("e", due, occurrence_id(store.keys.prefix, "e", due))
     assert client.zscore(store.keys.schedule, "e") == due + 100  # the next on the grid
+    claimed = store.now_ms()
     d.tick()
-    assert len(rec.sent) == 2 and rec.sent[1][1] == due + 100  # a new occurrence, new id
-    assert rec.sent[1][2] != rec.sent[0][2]
-    assert client.zscore(store.keys.schedule, "e") > store.now_ms() - 100  # the rest coalesced
+    # The rest coalesce into one send: the last occurrence due by then, under its own id.
+    assert len(rec.sent) == 2
+    late = rec.sent[1][1]
+    assert (late - due) % 100 == 0 and dead.lease_until_ms - 100 < late <= claimed + 100
+    assert rec.sent[1][2] == occurrence_id(store.keys.prefix, "e", late) != rec.sent[0][2]
+    assert client.zscore(store.keys.schedule, "e") == late + 100
 
 
 def test_finishing_does_not_resurrect_an_entry_removed_meanwhile(store, client):
@@ -138,19 +159,33 @@ def test_catch_up_once_coalesces_missed_occurrences_into_one_send(store, client)
     due = make_due(client, store, "e", 30_000)
     rec = Recorder()
     dispatcher(store, rec).tick()
-    assert [s[1] for s in rec.sent] == [due]
-    nxt = client.zscore(store.keys.schedule, "e")
-    assert nxt > store.now_ms() - 1000 and (nxt - due) % 1000 == 0
+    # One send, as the last occurrence due by the claim (its due time, its task id).
+    [(_, sent_due, task_id)] = rec.sent
+    now = store.now_ms()
+    assert (sent_due - due) % 1000 == 0 and now - 2000 < sent_due <= now
+    assert task_id == occurrence_id(store.keys.prefix, "e", sent_due)
+    assert client.zscore(store.keys.schedule, "e") == sent_due + 1000
+    assert store.state("e").last_run_at == from_ms(sent_due)
 
 
 def test_catch_up_skip_resumes_at_the_next_future_occurrence(store, client):
-    store.upsert(every("e", 1, catch_up="skip"))
+    # Down 30 s: the last occurrence due (10 s ago) is later than the 5 s grace.
+    store.upsert(every("e", 20, catch_up="skip"))
     due = make_due(client, store, "e", 30_000)
     rec = Recorder()
     dispatcher(store, rec).tick()
     assert rec.sent == []
-    nxt = client.zscore(store.keys.schedule, "e")
-    assert nxt > store.now_ms() - 1000 and (nxt - due) % 1000 == 0
+    assert client.zscore(store.keys.schedule, "e") == due + 40_000
+
+
+def test_catch_up_skip_sends_the_last_occurrence_when_it_is_within_the_grace(store, client):
+    # Down 30 s, due every second: the last occurrence is under a second late.
+    store.upsert(every("e", 1, catch_up="skip"))
+    due = make_due(client, store, "e", 30_000)
+    rec = Recorder()
+    dispatcher(store, rec).tick()
+    [(_, sent_due, _)] = rec.sent
+    assert (sent_due - due) % 1000 == 0 and sent_due > store.now_ms() - 2000
 
 
 @pytest.mark.parametrize(
@@ -286,3 +321,25 @@ def test_a_claim_handed_back_wakes_the_other_beats(store, client):
     rec.fail = True
     dispatcher(store, rec).tick()
     assert store.wait_for_change(2) is True
+
+
+def test_a_beat_woken_for_its_heartbeat_claims_only_when_something_may_be_due(store, client):
+    def claims() -> int:
+        return int(client.info("commandstats").get("cmdstat_zrangebyscore", {}).get("calls", 0))
+
+    store.upsert(every("later", 3600))
+    rec = Recorder()
+    d = dispatcher(store, rec, heartbeat_seconds=0.05)
+    d.tick()
+    d.wait(0.01)  # subscribed from here on
+    before = claims()
+    beats = store.client.zscore(store.keys.beats, d.beat_id)
+    for _ in range(5):
+        time.sleep(d.tick())  # the beat's own wait: until its next heartbeat
+    assert store.client.zscore(store.keys.beats, d.beat_id) > beats  # it did heartbeat...
+    assert claims() == before  # ...but nothing is due for an hour: no claim
+    store.upsert(every("now", 60))
+    store.run_now("now")
+    d.wait(5)  # the change wakes it at once...
+    d.tick()  # ...and it claims
+    assert claims() > before and [s[0] for s in rec.sent] == ["now"]

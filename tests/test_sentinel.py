@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -227,6 +228,35 @@ def test_wait_replicas_adds_a_wait_to_every_claim_finish_and_write(
         assert [c.name for c in batch.claims] == ["e"]
         assert wait_calls(group) == before + 8
     finally:
+        store.close()
+        plain.close()
+
+
+def test_a_claim_that_a_connected_replica_did_not_acknowledge_is_not_acted_on(
+    group: SentinelGroup, prefix: str
+):
+    # A replica that is connected could be promoted without the claim: the beat must not send
+    # it. Only while no replica is connected at all does a beat carry on without one.
+    group.restore()
+    store = sentinel_store(group, prefix, redisbeat_wait_replicas=1, redisbeat_wait_timeout=0.2)
+    plain = sentinel_store(group, prefix)
+    replica = group.replicas()[0]
+    assert replica.process is not None
+    try:
+        plain.upsert(Entry("e", "proj.ping", Interval(60)))
+        plain.run_now("e")
+        replica.process.send_signal(signal.SIGSTOP)  # connected, but acknowledges nothing
+        try:
+            with pytest.raises(redis.ConnectionError, match="connected but acknowledged no"):
+                store.claim("beat-1", 5 * SECOND, 10)
+        finally:
+            replica.process.send_signal(signal.SIGCONT)
+        assert store.claim("beat-1", 5 * SECOND, 10).claims == []  # leased on the master
+        group.stop_server(replica)
+        plain.run_now("e")
+        assert [c.name for c in store.claim("beat-2", 5 * SECOND, 10).claims] == ["e"]
+    finally:
+        group.restore()
         store.close()
         plain.close()
 

@@ -11,7 +11,7 @@ import pytest
 from celery.schedules import crontab, schedule, solar
 
 from redisbeat.schedules import Clocked, Cron, Crontab, Interval, Schedule, Solar
-from redisbeat.timing import from_ms, next_due, next_due_ms, to_ms
+from redisbeat.timing import from_ms, last_due_ms, next_due, next_due_ms, to_ms
 
 UTC = timezone.utc
 
@@ -406,3 +406,36 @@ def test_to_ms_floors_and_from_ms_returns_utc(dt: datetime, ms: int) -> None:
     assert to_ms(dt) == ms
     assert from_ms(ms) == dt.replace(microsecond=dt.microsecond // 1000 * 1000)
     assert from_ms(ms).tzinfo is UTC
+
+
+def _last_by_stepping(sched: Schedule, due_ms: int, until_ms: int, anchor_ms: int | None) -> int:
+    last = due_ms
+    while (step := next_due_ms(sched, last, anchor_ms=anchor_ms)) is not None and step <= until_ms:
+        last = step
+    return last
+
+
+_T0 = to_ms(datetime(2026, 3, 28, 22, 7, 13, tzinfo=timezone.utc))
+
+
+@pytest.mark.parametrize(
+    ("sched", "late_ms"),
+    [
+        (Interval(7.5), 0),
+        (Interval(7.5), 7_499),
+        (Interval(7.5), 3_600_000),
+        (Interval(60, relative=True), 86_400_000),
+        (Cron("*/5 * * * *"), 299_000),
+        (Cron("*/5 * * * *", tz="Europe/Berlin"), 3 * 86_400_000),  # over a spring-forward
+        (Crontab(minute="30", hour="2", tz="Europe/Berlin"), 40 * 86_400_000),
+        (Cron("*/2 * * * * *"), 7_000),
+        (Cron("0 0 1 1 *"), 30 * 86_400_000),  # nothing more due: the claimed one
+    ],
+)
+def test_last_due_is_the_last_occurrence_by_then(sched: Schedule, late_ms: int) -> None:
+    due = next_due_ms(sched, _T0, anchor_ms=_T0)
+    assert due is not None
+    until = due + late_ms
+    expected = _last_by_stepping(sched, due, until, due)
+    assert last_due_ms(sched, due, until, anchor_ms=due) == expected
+    assert due <= expected <= until

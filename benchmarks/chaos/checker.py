@@ -14,7 +14,7 @@ import math
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, cast
@@ -136,14 +136,19 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def decode(raw: bytes, arrived_ms: int) -> Delivery:
-    """A kombu Redis-transport message: the task id from its headers, the entry from its body."""
+def parse_message(raw: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A kombu Redis-transport message (JSON body, protocol 2): its headers and kwargs."""
     message = json.loads(raw)
-    headers = message["headers"]
     body = message["body"]
     if message.get("properties", {}).get("body_encoding") == "base64":
         body = base64.b64decode(body)
     _args, kwargs, _embed = json.loads(body)
+    return message["headers"], kwargs
+
+
+def decode(raw: bytes, arrived_ms: int) -> Delivery:
+    """The task id from a message's headers, the entry from its body."""
+    headers, kwargs = parse_message(raw)
     return Delivery(headers["id"], kwargs["entry"], arrived_ms, headers.get("expires"))
 
 
@@ -184,11 +189,14 @@ def judge(
     slack_ms: int,
     faults: int = 0,
     ignore: frozenset[str] = frozenset(),
+    outages: Sequence[tuple[int, int]] = (),
 ) -> Verdict:
     """Compare what was due in ``window`` (Redis ms) with what arrived.
 
-    An occurrence is *covered* when it was delivered, or when an earlier occurrence of the
-    same entry arrived after it fell due: the catch-up policy "once" coalesces those. Around
+    An occurrence is *covered* when it was delivered, or when it fell due during one of the
+    ``outages`` (a fault, widened by a lease either side) and a later occurrence of the same
+    entry was delivered: a late claim sends the last occurrence due and coalesces the ones
+    before it. Anywhere else, a skipped occurrence is missed. Around
     every write (``slack_ms`` either side) an occurrence may or may not be sent. A delivery
     whose task id is no occurrence of its entry is a repeat under another id (or an
     occurrence invented out of thin air): always a defect.
@@ -252,7 +260,7 @@ def judge(
             due_count += 1
             if task_id in first:
                 continue
-            if any(s_due < due <= s_arrived for s_due, s_arrived in sends):
+            if any(a <= due <= b for a, b in outages) and any(due < s for s, _ in sends):
                 coalesced += 1
             else:
                 missed.append(f"{name}@{due}")

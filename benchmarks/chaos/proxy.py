@@ -30,6 +30,8 @@ class TcpProxy:
     def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
         self.target = (target_host, target_port)
         self.state = LinkState()
+        #: Chunks written towards Redis: requests, a pipeline counting once (round trips).
+        self.requests = 0
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = int(s.getsockname()[1])
@@ -136,6 +138,8 @@ class TcpProxy:
     ) -> None:
         with contextlib.suppress(OSError, asyncio.IncompleteReadError):
             while data := await reader.read(65536):
+                if not replies:
+                    self.requests += 1
                 stall_from = self.state.stall_from
                 if not replies and stall_from is not None and stall_from(data):
                     self._set(LinkState(replies_stalled=True))

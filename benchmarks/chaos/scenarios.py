@@ -231,13 +231,20 @@ def run(
         )
         editor.start()
         faults: list[str] = []
+        #: When each fault ran (ms), widened by a lease either side: where a late claim may
+        #: coalesce occurrences into the last one due.
+        outages: list[tuple[int, int]] = []
+        lease_ms = int(settings.lease_seconds * 1000)
         killed: set[int] = set()
         try:
             while time.time() * 1000 < end - profile.fault_every * 500:
                 time.sleep(rng.uniform(0.5, 1.5) * profile.fault_every)
                 if scenario.fault is not None and time.time() * 1000 < end:
                     slots_before = list(cluster.slots)
+                    began = time.time_ns() // 1_000_000
                     faults.append(scenario.fault(cluster, rng))
+                    ended = time.time_ns() // 1_000_000
+                    outages.append((began - lease_ms, ended + lease_ms + FAULT_LATE_MARGIN_MS))
                     killed |= {i for i in slots_before if i not in cluster.slots}
         finally:
             stop_edits.set()
@@ -259,6 +266,7 @@ def run(
                 slack_ms=int(settings.lease_seconds * 1000 + 2000),
                 faults=len(faults),
                 ignore=lost,
+                outages=outages,
             )
 
         # Give what fell due before the end its time to arrive (a lease and a wake-up).

@@ -4,12 +4,13 @@
 -- ARGV[1] = beat id
 -- ARGV[2] = time-to-live, ms
 -- Returns {now_ms, 1 when this beat was not registered (first beat, or data was lost)}
-local bad = wrong_type({'zset'})
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- Refused before writing anything when the key has another type: no probe needed.
+local bad = key_error(
+  redis.pcall('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2])), 1, 'zset')
 if bad then
   return bad
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2]))
 local added = redis.call('ZADD', KEYS[1], now, ARGV[1])
 return {now, added}

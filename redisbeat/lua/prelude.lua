@@ -5,15 +5,23 @@
 -- writes). The probes are commands the scripts run anyway, so an ACL that lets redisbeat
 -- work lets them run too. Any other error (an ACL denial, say) is returned as Redis gave it.
 local PROBES = {zset = 'ZSCORE', hash = 'HEXISTS', set = 'SISMEMBER'}
+-- The error for a reply a script got with redis.pcall on KEYS[i] (nil: no error); a script
+-- whose first command on a key reads it, or is its only write, needs no probe.
+local function key_error(reply, i, expected)
+  if type(reply) == 'table' and reply.err then
+    if string.sub(reply.err, 1, 9) == 'WRONGTYPE' then
+      return redis.error_reply('WRONGTYPE redisbeat: key ' .. KEYS[i] .. ' is not a '
+        .. expected)
+    end
+    return reply
+  end
+  return nil
+end
 local function wrong_type(types)
   for i, expected in ipairs(types) do
-    local reply = redis.pcall(PROBES[expected], KEYS[i], '')
-    if type(reply) == 'table' and reply.err then
-      if string.sub(reply.err, 1, 9) == 'WRONGTYPE' then
-        return redis.error_reply('WRONGTYPE redisbeat: key ' .. KEYS[i] .. ' is not a '
-          .. expected)
-      end
-      return reply
+    local bad = key_error(redis.pcall(PROBES[expected], KEYS[i], ''), i, expected)
+    if bad then
+      return bad
     end
   end
   return nil

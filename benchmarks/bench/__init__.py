@@ -1,0 +1,1 @@
+"""Side-by-side benchmarks of redisbeat, celery-redbeat and django-celery-beat (`make bench`)."""

@@ -1,0 +1,349 @@
+"""The machinery of a benchmark run: private servers, beat processes, the sink, the numbers.
+
+A :class:`Rig` owns two private redis-servers: the broker, which only the beats' messages
+and the sink touch, and the store, where redisbeat and celery-redbeat keep their schedules
+(django-celery-beat keeps its in a private PostgreSQL), so the store's ``INFO
+commandstats`` counts the schedulers' own Redis work and nothing else. The sink pops the
+broker queue in a thread and stamps each message on arrival; what was due when comes from
+the entries' definitions (:class:`~benchmarks.bench.adapters.Spec`), never from the
+scheduler's bookkeeping.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from ..chaos.checker import QueueReader, parse_message
+from ..chaos.proxy import TcpProxy
+from .adapters import ADAPTERS, Adapter, Spec, now_ms
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from servers import RedisServer, stop_process, wait_until  # noqa: E402
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+#: Commands the harness itself sends to the store (reading the counters).
+HARNESS_COMMANDS = frozenset({"info", "config|resetstat", "ping", "flushdb", "select"})
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One message popped off the broker queue."""
+
+    arrived_ms: int
+    entry: str
+    task_id: str
+    #: The ``redisbeat_due`` header, when the scheduler sends one.
+    due_header: int | None
+
+
+def decode(raw: bytes, arrived_ms: int) -> Arrival:
+    """The task id and due header of a message, and the entry from its body."""
+    headers, kwargs = parse_message(raw)
+    due = headers.get("redisbeat_due")
+    return Arrival(arrived_ms, kwargs["entry"], headers["id"], None if due is None else int(due))
+
+
+class Sink:
+    """Every message the beats send, popped as it arrives (see chaos.checker.QueueReader)."""
+
+    def __init__(self, url: str) -> None:
+        self.reader = QueueReader(url).start()
+        self._mark = 0
+
+    def mark(self) -> None:
+        """Forget what arrived so far: the next :meth:`arrivals` starts here."""
+        self._mark = len(self.reader.raw)
+
+    def count(self) -> int:
+        return len(self.reader.raw) - self._mark
+
+    def last_arrival_ms(self) -> int:
+        """When the latest message arrived (0: none since the mark)."""
+        raw = self.reader.raw
+        return raw[-1][0] if len(raw) > self._mark else 0
+
+    def arrivals(self) -> list[Arrival]:
+        have = len(self.reader.raw)
+        return [decode(raw, at) for at, raw in self.reader.raw[self._mark : have]]
+
+    def idle_for(self, seconds: float, timeout: float) -> None:
+        """Wait until nothing has arrived for ``seconds`` (at most ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        seen, since = -1, time.monotonic()
+        while time.monotonic() < deadline:
+            n = len(self.reader.raw)
+            if n != seen:
+                seen, since = n, time.monotonic()
+            elif time.monotonic() - since >= seconds:
+                return
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.reader.stop()
+
+
+class BeatProcess:
+    """One ``celery beat`` process, with its CPU time and memory read from /proc."""
+
+    def __init__(self, adapter: Adapter, env: dict[str, str], log: Path) -> None:
+        self.log = log
+        self.started = time.monotonic()
+        self.started_ms = now_ms()
+        self._out = log.open("wb")
+        command = [sys.executable, "-m", "celery", "-A", "benchmarks.bench.app", "beat"]
+        command += ["-S", adapter.scheduler, "--loglevel", "WARNING"]
+        # Only the adapter says which Django project a beat runs, if any (not a test run's).
+        inherited = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+        self.process = subprocess.Popen(
+            command,
+            cwd=log.parent,
+            env={**inherited, **env},
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
+
+    def rss_bytes(self) -> int:
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
+    def kill(self, sig: int) -> None:
+        self.process.send_signal(sig)
+        self.process.wait(30)
+
+    def stop(self) -> None:
+        stop_process(self.process)
+        self._out.close()
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+class Rig:
+    """The private servers, the sink and the adapters of one benchmark run."""
+
+    def __init__(self, directory: Path, max_interval: float = 5.0) -> None:
+        self.directory = directory
+        self.max_interval = max_interval
+        (directory / "broker").mkdir(parents=True, exist_ok=True)
+        (directory / "store").mkdir(exist_ok=True)
+        self.broker = RedisServer(directory / "broker")
+        self.store = RedisServer(directory / "store")
+        self.sink: Sink | None = None
+        self.adapters: dict[str, Adapter] = {}
+        self.beats: list[BeatProcess] = []
+        self.proxies: list[TcpProxy] = []
+        self._logs = 0
+
+    def __enter__(self) -> Rig:
+        self.broker.start()
+        self.store.start()
+        self.sink = Sink(self.broker.url(0))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_beats()
+        for proxy in self.proxies:
+            proxy.stop()
+        for adapter in self.adapters.values():
+            adapter.teardown()
+        if self.sink is not None:
+            self.sink.stop()
+        self.store.stop()
+        self.broker.stop()
+
+    def adapter(self, name: str, via_proxy: bool = False) -> Adapter:
+        """The set-up adapter ``name``; with ``via_proxy`` its beats reach the store through
+        a TCP proxy that counts round trips (``self.proxies[-1]``)."""
+        key = f"{name}+proxy" if via_proxy else name
+        if key not in self.adapters:
+            url = self.store.url(0)
+            if via_proxy:
+                proxy = TcpProxy(self.store.port).start()
+                self.proxies.append(proxy)
+                url = proxy.url(0)
+            adapter = ADAPTERS[name](self.directory / key.replace("+", "-"), url)
+            adapter.workdir.mkdir(parents=True, exist_ok=True)
+            adapter.setup()
+            self.adapters[key] = adapter
+        return self.adapters[key]
+
+    # -- beats --------------------------------------------------------------------------------
+
+    def start_beats(self, adapter: Adapter, count: int, **env: str) -> list[BeatProcess]:
+        beat_env = {
+            **adapter.beat_env(),
+            "BENCH_BROKER_URL": self.broker.url(0),
+            "BENCH_MAX_INTERVAL": str(self.max_interval),
+            **env,
+        }
+        started = []
+        for _ in range(count):
+            self._logs += 1
+            log = adapter.workdir / f"beat-{self._logs}.log"
+            started.append(BeatProcess(adapter, beat_env, log))
+        self.beats += started
+        return started
+
+    def stop_beats(self) -> None:
+        for beat in self.beats:
+            beat.stop()
+        self.beats = []
+
+    def drain(self) -> None:
+        """Empty the broker queue and forget what arrived."""
+        assert self.sink is not None
+        self.sink.idle_for(0.3, 10)
+        self.sink.mark()
+
+    # -- counters -----------------------------------------------------------------------------
+
+    def store_commands(self) -> Counter[str]:
+        """Calls per command on the store since it started (the harness's own left out)."""
+        client = redis.Redis(port=self.store.port)
+        try:
+            stats = client.info("commandstats")
+        finally:
+            client.close()
+        return Counter(
+            {
+                name.removeprefix("cmdstat_"): int(v["calls"])
+                for name, v in stats.items()
+                if name.removeprefix("cmdstat_") not in HARNESS_COMMANDS
+            }
+        )
+
+
+def specs_for(count: int, every: float, start_ms: int, prefix: str = "e") -> list[Spec]:
+    """``count`` entries every ``every`` seconds, spread evenly over the period from start."""
+    step = every * 1000 / count
+    return [Spec(f"{prefix}{i:07d}", every, start_ms + int(i * step)) for i in range(count)]
+
+
+def wait_for(predicate: Any, timeout: float, what: str) -> None:
+    wait_until(predicate, timeout, what, 0.02)
+
+
+# -- the numbers ------------------------------------------------------------------------------
+
+
+@dataclass
+class Fires:
+    """What arrived for a set of entries over a window, against what was due."""
+
+    window_ms: tuple[int, int]
+    due: int = 0
+    #: Messages that arrived inside the window.
+    arrived_in_window: int = 0
+    delivered: int = 0
+    missed: int = 0
+    doubles: int = 0
+    #: Sends whose redisbeat_due header is not an occurrence of their entry.
+    off_grid: int = 0
+    lateness_ms: list[int] = field(default_factory=list)
+    #: Per entry: mean observed period / nominal period, from the window's start on.
+    drift: list[float] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        return (self.window_ms[1] - self.window_ms[0]) / 1000
+
+    @property
+    def fires_per_s(self) -> float:
+        return self.arrived_in_window / self.seconds if self.seconds else 0.0
+
+    def late(self, q: float) -> float | None:
+        return percentile(self.lateness_ms, q)
+
+    @property
+    def drift_ratio(self) -> float | None:
+        """None when no entry arrived twice inside the window."""
+        return statistics.fmean(self.drift) if self.drift else None
+
+
+def judge(specs: Sequence[Spec], arrivals: Iterable[Arrival], window: tuple[int, int]) -> Fires:
+    """Match arrivals to occurrences: the ``redisbeat_due`` header when there is one (checked
+    against the grid), otherwise the last grid point at or before the arrival."""
+    start, end = window
+    by_name = {s.name: s for s in specs}
+    fires = Fires(window)
+    seen: Counter[tuple[str, int]] = Counter()
+    times: dict[str, list[int]] = defaultdict(list)
+    for a in sorted(arrivals, key=lambda a: a.arrived_ms):
+        spec = by_name.get(a.entry)
+        if spec is None:
+            continue
+        if a.arrived_ms >= start:  # past the warm-up, which start-up may have delayed
+            times[a.entry].append(a.arrived_ms)
+        if start <= a.arrived_ms < end:
+            fires.arrived_in_window += 1
+        due = due_of(spec, a)
+        if (due - spec.anchor_ms) % spec.every_ms:
+            fires.off_grid += 1
+            continue
+        if not start <= due < end:
+            continue
+        seen[(a.entry, due)] += 1
+        if seen[(a.entry, due)] == 1:
+            fires.lateness_ms.append(a.arrived_ms - due)
+    for spec in specs:
+        every = spec.every_ms
+        first = spec.anchor_ms + max(0, -(-(start - spec.anchor_ms) // every)) * every
+        for due in range(first, end, every):
+            fires.due += 1
+            if seen[(spec.name, due)]:
+                fires.delivered += 1
+            else:
+                fires.missed += 1
+    fires.doubles = sum(n - 1 for n in seen.values() if n > 1)
+    for name, at in times.items():
+        if len(at) >= 2:
+            at.sort()
+            fires.drift.append((at[-1] - at[0]) / (len(at) - 1) / by_name[name].every_ms)
+    return fires
+
+
+def due_of(spec: Spec, arrival: Arrival) -> int:
+    """The occurrence a message is for: its ``redisbeat_due`` header, or else the entry's grid
+    point at or before its arrival."""
+    if arrival.due_header is not None:
+        return arrival.due_header
+    every = spec.every_ms
+    return spec.anchor_ms + (arrival.arrived_ms - spec.anchor_ms) // every * every
+
+
+def rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """None for no values: the row says "n/a" and its JSON says null."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return float(ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))])

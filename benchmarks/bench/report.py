@@ -1,0 +1,251 @@
+"""The benchmark's outputs: JSON, markdown and a chart per scenario, a summary with ratios
+and targets, and the docs page that shows the latest run."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ..chaos.report import replace_block
+from .scenarios import DCB, REDBEAT, REDISBEAT, Table
+
+BEGIN = "<!-- bench:begin -->"
+END = "<!-- bench:end -->"
+
+
+def machine() -> dict[str, Any]:
+    cpu = ""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    version = subprocess.run(
+        ["redis-server", "--version"], capture_output=True, text=True, check=False
+    ).stdout.split()
+    return {
+        "cores": os.cpu_count(),
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "redis": next((w.split("=", 1)[1] for w in version if w.startswith("v=")), "?"),
+    }
+
+
+def markdown(table: Table) -> str:
+    lines = [f"### {table.title}", ""]
+    lines.append("| " + " | ".join(table.columns) + " |")
+    lines.append("|" + " --- |" * len(table.columns))
+    for row in table.rows:
+        lines.append("| " + " | ".join(_cell(row.get(c, "")) for c in table.columns) + " |")
+    lines += ["", *(f"- {note}" for note in table.notes)]
+    return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:g}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+def chart(table: Table, path: Path) -> bool:
+    """A line chart of the table's series; False when it has none."""
+    if not table.series:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    for name, points in table.series.items():
+        xs, ys = zip(*points, strict=True)
+        ax.plot(xs, ys, marker="o", label=name)
+    if table.scenario == "capacity":
+        top = max(x for points in table.series.values() for x, _ in points)
+        ax.plot([100, top], [100, top], linestyle=":", color="grey", label="offered")
+    if table.log_axes:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.set_xlabel(table.axes[0])
+    ax.set_ylabel(table.axes[1])
+    ax.set_title(table.title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+def _rows(tables: dict[str, Table], scenario: str) -> list[dict[str, Any]]:
+    return tables[scenario].rows if scenario in tables else []
+
+
+def _best(rows: list[dict[str, Any]], name: str, key: str, pick: Callable[..., Any]) -> Any:
+    values = [r[key] for r in rows if r["scheduler"] == name and isinstance(r[key], (int, float))]
+    return pick(values) if values else None
+
+
+def _kept_up(row: dict[str, Any]) -> bool:
+    """A capacity row whose scheduler kept up: 95% of the offered rate, nothing missed."""
+    return bool(row["sustained/s"] >= 0.95 * row["offered/s"] and row["missed"] == 0)
+
+
+def summary(tables: dict[str, Table]) -> Table:
+    """The headline numbers side by side, with redisbeat's ratio to the best other."""
+    names = [REDISBEAT, REDBEAT, DCB]
+    out = Table("summary", "Summary", ["metric", *names, "redisbeat vs best other"])
+
+    def add(metric: str, values: dict[str, Any], higher_is_better: bool) -> None:
+        row: dict[str, Any] = {"metric": metric, **{n: values.get(n, "") for n in names}}
+        ours = values.get(REDISBEAT)
+        others = [v for n, v in values.items() if n != REDISBEAT and isinstance(v, (int, float))]
+        if isinstance(ours, (int, float)) and others and ours:
+            best = max(others) if higher_is_better else min(others)
+            ratio = ours / best if higher_is_better else best / ours
+            row["redisbeat vs best other"] = f"{ratio:,.1f}x better" if best else ""
+        out.rows.append(row)
+
+    cap = [r for r in _rows(tables, "capacity") if _kept_up(r)]
+    add(
+        "highest rate kept up with, one beat (fires/s; nothing missed)",
+        {n: _best(cap, n, "sustained/s", max) for n in names},
+        True,
+    )
+    at_1000 = [r for r in _rows(tables, "capacity") if r["offered/s"] == 1000]
+    add(
+        "late p99 at 1,000 fires/s offered (ms)",
+        {n: _best(at_1000, n, "late p99 ms", min) for n in names},
+        False,
+    )
+    at_100 = [r for r in _rows(tables, "capacity") if r["offered/s"] == 100]
+    add(
+        "beat CPU s per 1,000 fires at 100 fires/s",
+        {n: _best(at_100, n, "beat CPU s / 1000", min) for n in names},
+        False,
+    )
+    add(
+        "store round trips per fire at 100 fires/s",
+        {n: _best(_rows(tables, "round-trips"), n, "round trips / fire", min) for n in names},
+        False,
+    )
+    api = [r for r in _rows(tables, "edit-latency") if r["path"] == "API"]
+    add("edit latency p99, API (ms)", {n: _best(api, n, "late p99 ms", min) for n in names}, False)
+    add(
+        "idle store commands / s / beat",
+        {n: _best(_rows(tables, "idle"), n, "store commands / s / beat", min) for n in names},
+        False,
+    )
+    add(
+        "sends resume after kill -9 of a working beat (s)",
+        {n: _best(_rows(tables, "failover"), n, "sends resume after s", min) for n in names},
+        False,
+    )
+    return out
+
+
+def targets(tables: dict[str, Table]) -> Table:
+    """The targets the project set itself, met or not."""
+    out = Table("targets", "Targets", ["target", "measured", "met"])
+
+    def add(target: str, measured: Any, met: bool | None) -> None:
+        shown = measured if measured is not None else "not measured"
+        verdict = "n/a" if met is None else ("yes" if met else "NO")
+        out.rows.append({"target": target, "measured": shown, "met": verdict})
+
+    cap = _rows(tables, "capacity")
+    kept = [r for r in cap if r["scheduler"] == REDISBEAT and _kept_up(r)]
+    best = max((r["sustained/s"] for r in kept), default=None)
+    add("one beat sustains >= 5,000 fires/s", best, None if best is None else best >= 5000)
+    row = next((r for r in cap if r["scheduler"] == REDISBEAT and r["offered/s"] == 1000), None)
+    p99 = row["late p99 ms"] if row else None
+    add("late p99 < 10 ms at 1,000 fires/s", p99, None if p99 is None else p99 < 10)
+    drift = row["drift"] if row else None
+    add(
+        "no drift (mean period within 0.1% of nominal)",
+        drift,
+        None if drift is None else abs(drift - 1) <= 0.001,
+    )
+    trips = next((r for r in _rows(tables, "round-trips") if r["scheduler"] == REDISBEAT), None)
+    per_batch = trips["round trips / claim batch"] if trips else None
+    add(
+        "<= 2 store round trips per batch",
+        per_batch,
+        None if not isinstance(per_batch, (int, float)) else per_batch <= 2,
+    )
+    sizes = [r for r in _rows(tables, "size") if r["scheduler"] == REDISBEAT]
+    if len(sizes) >= 2:
+        small, large = sizes[0], sizes[-1]
+        growth = large["beat RSS MiB"] / small["beat RSS MiB"] - 1 if small["beat RSS MiB"] else 0
+        add(
+            f"RSS with {large['stored']:,} entries within 10% of {small['stored']:,}",
+            f"{small['beat RSS MiB']} -> {large['beat RSS MiB']} MiB ({growth:+.1%})",
+            growth <= 0.10,
+        )
+        add(
+            f"start-up to first send < 1 s with {large['stored']:,} entries",
+            large["start-up to first send s"],
+            large["start-up to first send s"] < 1,
+        )
+    edits = [r for r in _rows(tables, "edit-latency") if r["scheduler"] == REDISBEAT]
+    worst = _best(edits, REDISBEAT, "late p99 ms", max)
+    add("edit latency p99 < 50 ms", worst, None if worst is None else worst < 50)
+    idle = next((r for r in _rows(tables, "idle") if r["scheduler"] == REDISBEAT), None)
+    per_s = idle["store commands / s / beat"] if idle else None
+    add("idle <= 1 command/s per beat", per_s, None if per_s is None else per_s <= 1)
+    scale = [r for r in _rows(tables, "scale-out") if r["beats"] == 2]
+    ratio = scale[0]["vs one beat"] if scale else None
+    add(
+        f"2 beats >= 1.6x one beat (machine: {os.cpu_count()} cores)",
+        ratio,
+        None if not isinstance(ratio, (int, float)) else ratio >= 1.6,
+    )
+    return out
+
+
+def write(
+    tables: list[Table], out: Path, stamp: str, profile: str, docs: Path | None
+) -> list[Path]:
+    """Write each scenario's JSON, markdown and chart, and the summary; update the docs page."""
+    out.mkdir(parents=True, exist_ok=True)
+    info = machine()
+    by_name = {t.scenario: t for t in tables}
+    extra = [summary(by_name), targets(by_name)]
+    written: list[Path] = []
+    charts: dict[str, Path] = {}
+    for table in [*tables, *extra]:
+        stem = out / f"{stamp}-{table.scenario}"
+        payload = {"profile": profile, "machine": info, **asdict(table)}
+        stem.with_suffix(".json").write_text(
+            json.dumps(payload, indent=2, default=str, allow_nan=False) + "\n"
+        )
+        stem.with_suffix(".md").write_text(markdown(table) + "\n")
+        written += [stem.with_suffix(".json"), stem.with_suffix(".md")]
+        if chart(table, stem.with_suffix(".png")):
+            charts[table.scenario] = stem.with_suffix(".png")
+            written.append(stem.with_suffix(".png"))
+    if docs is not None:
+        images = docs.parent / "img" / "bench"
+        images.mkdir(parents=True, exist_ok=True)
+        parts = [
+            f"_Profile: {profile}; {stamp}; {info['cores']} cores ({info['cpu']}), "
+            f"Python {info['python']}, redis-server {info['redis']}._",
+        ]
+        for table in [*extra, *tables]:
+            parts.append(markdown(table))
+            if table.scenario in charts:
+                shutil.copyfile(charts[table.scenario], images / f"{table.scenario}.png")
+                parts.append(f"![{table.title}](img/bench/{table.scenario}.png)")
+        replace_block(docs, BEGIN, END, "\n\n".join(parts))
+    return written

@@ -1,0 +1,275 @@
+"""Celery task messages built as ``Task.apply_async`` builds them, minus its repeated work.
+
+``apply_async`` -> ``Celery.send_task`` -> ``AMQP.send_task_message`` work out, for every
+message, parts that are the same for every occurrence of an entry. :class:`TaskMessages`
+follows the same steps in the same order, with the same signals, options and headers, for an
+entry's first message, and keeps what it worked out in a :class:`Template`. While nothing can
+make them differ (no ``before_task_publish`` receiver, routes that depend on the task name
+only), later messages of the entry are that first one with their task id, due time and
+expiry put in (:mod:`redisbeat.sending` hands each to the producer). It only handles what
+it models; anything else (an eager app, sent events, a task class with its own
+``apply_async``, options such as ``countdown`` or ``link``) is left to ``apply_async``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from celery import Celery, signals
+from celery.app.amqp import AMQP
+from celery.app.routes import MapRoute
+from celery.app.task import Task
+
+from .entry import Entry
+from .sending import Defaults, First, Published, declare_once, send_task_message
+
+#: Entry options handled here as Celery handles them; any other goes by ``apply_async``.
+BATCH_OPTIONS = frozenset(
+    {
+        "queue",
+        "exchange",
+        "exchange_type",
+        "routing_key",
+        "priority",
+        "expires",
+        "headers",
+        "serializer",
+        "compression",
+        "delivery_mode",
+        "time_limit",
+        "soft_time_limit",
+        "ignore_result",
+        "shadow",
+        "retry",
+        "retry_policy",
+        "mandatory",
+        "immediate",
+    }
+)
+
+
+@dataclass
+class Template:
+    """What every message of an entry shares (and of any entry with the same task, arguments
+    and options: nothing in it depends on the entry's name or schedule)."""
+
+    #: The task's name, and the task when the app has it (else it is sent by name).
+    name: str
+    task: Any
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    #: The entry's options (before redisbeat's headers are added).
+    options: Mapping[str, Any]
+    #: False: send it with ``apply_async``.
+    modelled: bool
+    #: The argsrepr and kwargsrepr headers (protocol 2), from the entry's first message.
+    reprs: dict[str, str] | None = None
+    #: Serialised bodies by serializer: (content type, content encoding, data).
+    bodies: dict[str, tuple[str, str, Any]] = field(default_factory=dict)
+    #: The entry's first message, for the later ones (None: each is built in full).
+    first: First | None = None
+
+
+class TaskMessages:
+    """Builds the messages of one Celery app and hands them to a producer."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.amqp = amqp = app.amqp
+        conf = app.conf
+        self.modelled = (
+            type(app).send_task is Celery.send_task
+            and type(amqp) is AMQP
+            and not conf.task_always_eager
+            and not conf.task_send_sent_event
+        )
+        self.defaults = Defaults.of(conf)
+
+    def template(self, entry: Entry) -> Template:
+        task = self.app.tasks.get(entry.task)
+        args, kwargs = tuple(entry.args), dict(entry.kwargs)
+        modelled = (
+            self.modelled
+            and BATCH_OPTIONS.issuperset(entry.options)
+            and _plain_task(task, args, kwargs)
+        )
+        return Template(entry.task, task, args, kwargs, entry.options, modelled)
+
+    def publish(
+        self,
+        producer: Any,
+        t: Template,
+        task_id: str,
+        options: dict[str, Any],
+        *,
+        retry: bool,
+        declared: dict[int, Any],
+    ) -> Published | None:
+        """Publish one message as ``task.apply_async(..., **options)`` would; None when only
+        ``apply_async`` can (nothing was published then).
+
+        ``retry`` False publishes without retrying (for a buffering producer); ``declared``
+        holds the entities declared already, and gets those this message declares.
+        """
+        if signals.task_sent.receivers:
+            return None
+        if t.first is not None and not signals.before_task_publish.receivers:
+            return self._again(producer, t, t.first, task_id, options, retry, declared)
+        return self._build(producer, t, task_id, options, retry, declared)
+
+    def _build(
+        self,
+        producer: Any,
+        t: Template,
+        task_id: str,
+        options: dict[str, Any],
+        retry: bool,
+        declared: dict[int, Any],
+    ) -> Published | None:
+        app = self.app
+        args, kwargs, task, name = t.args, t.kwargs, t.task, t.name
+        if signals.before_task_publish.receivers:
+            kwargs = dict(kwargs)  # receivers may change the body: the template's stays
+        exec_options = task._get_exec_options() if task is not None else {}
+        expires = options.get("expires", exec_options.get("expires"))
+        seconds = None if expires is None else self._expiration(expires)
+        if expires is not None and seconds is None:
+            return None  # checked first: apply_async will ask the task and routes again
+        # Task.apply_async (a task sent by name skips it, as app.send_task does)
+        shadow = options.pop("shadow", None)
+        if task is not None:
+            shadow = shadow or task.shadow_name(args, kwargs, options)
+            options = dict(exec_options, **options)
+            options.setdefault("ignore_result", task.ignore_result)
+        # Celery.send_task
+        time_limit = options.pop("time_limit", None)
+        soft_time_limit = options.pop("soft_time_limit", None)
+        options.pop("expires", None)
+        ignore_result = options.pop("ignore_result", None)
+        options = self.amqp.router.route(options, name, args, kwargs, task)
+        if seconds is not None:
+            options["expiration"] = seconds
+        message = self.amqp.create_task_message(
+            task_id,
+            name,
+            args,
+            kwargs,
+            expires=expires,
+            reply_to=app.thread_oid,
+            time_limit=time_limit,
+            soft_time_limit=soft_time_limit,
+            shadow=shadow,
+            ignore_result=ignore_result,
+            **(t.reprs or {}),
+            **options,
+        )
+        if t.reprs is None:
+            headers = message.headers
+            t.reprs = {k: headers[k] for k in ("argsrepr", "kwargsrepr") if k in headers}
+        for stamp in options.pop("stamped_headers", None) or ():
+            options.pop(stamp)
+        if not ignore_result:
+            app.backend.on_task_call(producer, task_id)
+        published, first = send_task_message(
+            self.amqp,
+            self.defaults,
+            producer,
+            name,
+            task_id,
+            message,
+            retry_allowed=retry,
+            declared=declared,
+            bodies=t.bodies,
+            **options,
+        )
+        if (
+            t.first is None
+            and shadow is None
+            and (task is None or type(task).shadow_name is Task.shadow_name)
+            and (expires is None or isinstance(expires, datetime))
+            and self._name_routes_only()
+            and isinstance(message.body, tuple)
+            and not signals.before_task_publish.receivers
+        ):
+            first.ignore_result = ignore_result
+            first.task_expires = None if "expires" in t.options else expires
+            t.first = first
+        return published
+
+    def _again(
+        self,
+        producer: Any,
+        t: Template,
+        first: First,
+        task_id: str,
+        options: dict[str, Any],
+        retry: bool,
+        declared: dict[int, Any],
+    ) -> Published | None:
+        """A later message of an entry: the first one, with its own id, due time, expiry."""
+        expires = options.get("expires", first.task_expires)
+        headers = dict(first.headers)
+        headers["id"] = headers["root_id"] = task_id
+        properties = dict(first.properties)
+        properties["correlation_id"] = task_id
+        if expires is not None:
+            seconds = self._expiration(expires)
+            if seconds is None:
+                return None
+            headers["expires"] = expires.isoformat()
+            properties["expiration"] = seconds
+        headers.update(options["headers"])
+        if not first.ignore_result:
+            self.app.backend.on_task_call(producer, task_id)
+        publish = first.publish
+        declare_once(producer, first.declare, publish, declared)
+        content_type, content_encoding, data = first.content
+        producer.publish(
+            data,
+            content_type=content_type,
+            content_encoding=content_encoding,
+            headers=headers,
+            **{**publish, "retry": publish["retry"] and retry},
+            **properties,
+        )
+        exchange, routing_key = publish["exchange"], publish["routing_key"]
+        return Published(task_id, t.name, first.body, headers, exchange, routing_key)
+
+    def _name_routes_only(self) -> bool:
+        """True when every route depends on the task name alone (task_routes mappings)."""
+        return all(isinstance(route, MapRoute) for route in self.amqp.router.routes)
+
+    def _expiration(self, expires: Any) -> float | None:
+        """The message's time to live in seconds, as Celery.send_task works it out; None
+        for what only it handles (an ISO string; a past expiry, which it warns about)."""
+        if isinstance(expires, datetime) and expires.utcoffset() is not None:
+            seconds: float = (expires - self.app.now()).total_seconds()
+        elif isinstance(expires, (int, float)) and not isinstance(expires, bool):
+            seconds = expires
+        else:
+            return None
+        return seconds if seconds >= 0 else None
+
+
+def _plain_task(task: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """True when ``task.apply_async`` is Celery's own and accepts these arguments."""
+    if task is None:
+        return True  # sent by name
+    if (
+        type(task).apply_async is not Task.apply_async
+        or task.__v2_compat__
+        or task._dump_pydantic_arguments is not None
+        or (task.soft_time_limit and task.time_limit and task.soft_time_limit > task.time_limit)
+    ):
+        return False
+    if task.typing:
+        check = getattr(task, "__header__", None)
+        if check is not None:
+            try:
+                check(*args, **kwargs)
+            except TypeError:
+                return False  # apply_async raises it, for every occurrence
+    return True

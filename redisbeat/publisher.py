@@ -1,0 +1,195 @@
+"""Publisher: a beat's batch of occurrences, sent as Celery messages through one producer.
+
+Each call buffers one occurrence's message in kombu's ``Producer.batch()`` (one pipeline on a
+Redis broker); :meth:`Publisher.flush` sends the batch in one round trip, then fires
+``after_task_publish`` for each message, as Celery does once a message is on the broker.
+Messages are built by :mod:`redisbeat.messages`; what it does not model goes by
+``apply_async``, one message at a time, when the batch is flushed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from .cache import LRU
+from .entry import Entry
+from .messages import TaskMessages, Template
+from .sending import Published
+from .timing import from_ms
+
+log = logging.getLogger(__name__)
+
+#: Most commands kombu buffers before sending them on its own: more than a batch holds, so a
+#: batch goes out in one round trip, and a failed one is handed back whole.
+MAX_BUFFERED = 1_000_000
+
+
+def message_options(entry: Entry, due_ms: int, now_ms: int, beat_id: str) -> dict[str, Any]:
+    """The ``apply_async`` options of one occurrence: the entry's, and redisbeat's headers."""
+    options = dict(entry.options)
+    expires = options.get("expires")
+    if isinstance(expires, (int, float)) and not isinstance(expires, bool):
+        # Celery would add the seconds to this host's clock; the Redis clock is the one
+        # every beat shares, so a beat whose clock is off still sends the right expiry.
+        options["expires"] = from_ms(now_ms) + timedelta(seconds=expires)
+    options["headers"] = {
+        **(options.get("headers") or {}),
+        "redisbeat_entry": entry.name,
+        "redisbeat_due": due_ms,
+        "redisbeat_beat": beat_id,
+    }
+    return options
+
+
+class Publisher:
+    """Sends occurrences as Celery task messages: a call buffers one, ``flush`` sends them.
+
+    ``producer`` returns the producer to send with (the scheduler's, which Celery may
+    replace); ``cache_size`` bounds the entries whose fixed parts are kept.
+    """
+
+    def __init__(
+        self, app: Any, producer: Callable[[], Any], beat_id: str, cache_size: int
+    ) -> None:
+        self.app = app
+        self.beat_id = beat_id
+        self._producer = producer
+        self._messages: TaskMessages | None = None
+        self._by_entry: LRU[int, tuple[Entry, Template]] = LRU(cache_size)
+        self._by_shape: LRU[str, Template] = LRU(cache_size)
+        #: The open batch (a kombu batch context), its producer and what it holds.
+        self._batch: Any = None
+        self._batch_producer: Any = None
+        self._buffering = False
+        self._in_worker_task = False
+        self._published: list[Published] = []
+        #: Entities declared through the producer (kombu's maybe_declare would find them in
+        #: its cache of the connection's declarations): declared again for a new producer.
+        self._declared: dict[int, Any] = {}
+        self._declared_by: Any = None
+        #: Occurrences to send with apply_async when the batch is flushed.
+        self._deferred: list[tuple[Entry, str, dict[str, Any]]] = []
+
+    def __call__(self, entry: Entry, task_id: str, due_ms: int, now_ms: int) -> None:
+        """Buffer one occurrence; an error raised here means it will not be sent."""
+        options = message_options(entry, due_ms, now_ms, self.beat_id)
+        template = self._template(entry)
+        published = self._publish(template, task_id, options) if template.modelled else None
+        if published is None:
+            self._deferred.append((entry, task_id, options))
+        else:
+            self._published.append(published)
+
+    def flush(self) -> set[str]:
+        """Send what is buffered; return the task ids of those that may not have been sent."""
+        failed: set[str] = set()
+        published, self._published = self._published, []
+        deferred, self._deferred = self._deferred, []
+        batch, self._batch = self._batch, None
+        if batch is not None:
+            try:
+                batch.__exit__(None, None, None)
+            except Exception:
+                self._declared_by = None  # the connection may be new: let kombu check again
+                log.exception(
+                    "redisbeat: could not send a batch of %d message(s); handing them back",
+                    len(published),
+                )
+                failed.update(p.task_id for p in published)
+            else:
+                for p in published:
+                    p.announce()
+        for entry, task_id, options in deferred:
+            try:
+                self._apply_async(entry, task_id, options)
+            except Exception:
+                log.exception("redisbeat: could not send %s; handing it back", entry.name)
+                failed.add(task_id)
+        return failed
+
+    @property
+    def messages(self) -> TaskMessages:
+        # Made at the first send, once the app is configured.
+        if self._messages is None:
+            self._messages = TaskMessages(self.app)
+        return self._messages
+
+    def _template(self, entry: Entry) -> Template:
+        # By identity first (the dispatcher hands over one Entry per definition; the pair
+        # holds the entry, so its id cannot be reused while it is kept), then by what the
+        # message depends on, which entries of the same task and arguments share.
+        known = self._by_entry.get(id(entry))
+        if known is not None and known[0] is entry:
+            return known[1]
+        shape = _dumps([entry.task, entry.args, entry.kwargs, entry.options])
+        template = self._by_shape.get(shape)
+        if template is None:
+            template = self.messages.template(entry)
+            self._by_shape.put(shape, template)
+        self._by_entry.put(id(entry), (entry, template))
+        return template
+
+    def _publish(
+        self, template: Template, task_id: str, options: dict[str, Any]
+    ) -> Published | None:
+        producer = self._open()
+        if self._in_worker_task:
+            return None  # Celery gives a message sent from inside a task that task's ids
+        return self.messages.publish(
+            producer,
+            template,
+            task_id,
+            dict(options),
+            retry=not self._buffering,
+            declared=self._declared,
+        )
+
+    def _open(self) -> Any:
+        if self._batch is None:
+            producer = self._producer()
+            producer.channel  # noqa: B018  (opens the channel, whose settings decide batching)
+            if producer is not self._declared_by:
+                self._declared, self._declared_by = {}, producer
+            self._buffering = bool(getattr(producer, "supports_batch_publish", False))
+            self._in_worker_task = self.app.current_worker_task is not None
+            batch = producer.batch(max_size=MAX_BUFFERED) if self._buffering else _NoBatch()
+            batch.__enter__()
+            self._batch, self._batch_producer = batch, producer
+        return self._batch_producer
+
+    def _apply_async(self, entry: Entry, task_id: str, options: dict[str, Any]) -> None:
+        task = self.app.tasks.get(entry.task)
+        producer = self._producer()
+        if task is not None:
+            task.apply_async(
+                tuple(entry.args), dict(entry.kwargs), task_id=task_id, producer=producer, **options
+            )
+        else:
+            self.app.send_task(
+                entry.task,
+                entry.args,
+                dict(entry.kwargs),
+                task_id=task_id,
+                producer=producer,
+                **options,
+            )
+
+
+class _NoBatch:
+    """For a producer without kombu's batches, or a transport that cannot batch: each
+    message is sent as it is published."""
+
+    def __enter__(self) -> _NoBatch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _dumps(value: Any) -> str:
+    # Key order kept: it shows in the message (the body, the reprs of the arguments).
+    return json.dumps(value, separators=(",", ":"))

@@ -1,0 +1,88 @@
+"""The benchmark harness: its matching of arrivals to occurrences on known histories, then a
+toy-sized run of real beats of every scheduler through the whole pipeline to the docs page.
+
+No timing is asserted here: `make bench` measures, the tests only check the harness works.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.bench.adapters import Spec, available
+from benchmarks.bench.harness import Arrival, Rig, judge
+from benchmarks.bench.report import BEGIN, END, write
+from benchmarks.bench.scenarios import SMOKE, run
+
+T0 = 1_800_000_000_000
+A = Spec("a", 1, T0)
+B = Spec("b", 2, T0 + 500)
+
+
+def at(spec: Spec, k: int, late: int, header: bool = True) -> Arrival:
+    due = spec.anchor_ms + k * spec.every_ms
+    return Arrival(due + late, spec.name, f"{spec.name}-{k}", due if header else None)
+
+
+def test_every_occurrence_on_time_is_delivered_once_with_its_lateness() -> None:
+    arrivals = [at(A, k, 3) for k in range(10)] + [at(B, k, 7) for k in range(5)]
+    fires = judge([A, B], arrivals, (T0, T0 + 10_000))
+    assert (fires.due, fires.delivered, fires.missed, fires.doubles) == (15, 15, 0, 0)
+    assert fires.arrived_in_window == 15 and fires.fires_per_s == 1.5
+    assert sorted(set(fires.lateness_ms)) == [3, 7]
+    assert fires.drift_ratio == 1.0
+
+
+def test_a_gap_a_double_and_an_off_grid_header_are_each_counted() -> None:
+    arrivals = [at(A, k, 2) for k in (0, 1, 3, 4)] + [at(A, 1, 900)]
+    arrivals.append(Arrival(T0 + 2_500, "a", "x", T0 + 2_499))  # not on a's grid
+    fires = judge([A], arrivals, (T0, T0 + 5_000))
+    assert (fires.due, fires.delivered, fires.missed, fires.doubles, fires.off_grid) == (
+        5,
+        4,
+        1,
+        1,
+        1,
+    )
+    assert max(fires.lateness_ms) == 2  # a double's lateness is not the occurrence's
+
+
+def test_without_a_due_header_the_grid_point_before_the_arrival_is_the_due_time() -> None:
+    # celery-redbeat and django-celery-beat reschedule from the send: 100 ms drift per run.
+    arrivals = [Arrival(T0 + k * 1100 + 5, "a", f"a-{k}", None) for k in range(12)]
+    fires = judge([A], arrivals, (T0, T0 + 12_000))
+    assert (fires.due, fires.missed) == (12, 1)  # the drift skipped T0 + 10 s
+    assert math.isclose(fires.drift_ratio, 1.1)
+    assert fires.lateness_ms[:3] == [5, 105, 205]
+
+
+def test_a_toy_run_of_every_scheduler_writes_tables_charts_and_the_docs(tmp_path: Path) -> None:
+    assert available() == {name: None for name in available()}, "make test installs them all"
+    schedulers = list(available())
+    with Rig(tmp_path / "rig") as rig:
+        tables = run(rig, SMOKE, schedulers, ["capacity", "edit-latency"])
+    capacity, edits = tables
+    assert [r["scheduler"] for r in capacity.rows] == schedulers
+    for row in capacity.rows:
+        assert row["sustained/s"] > 0 and row["doubles"] == 0 and row["off grid"] == 0
+    paths = {(r["scheduler"], r["path"]) for r in edits.rows}
+    assert ("redisbeat", "Django admin save") in paths and ("celery-redbeat", "API") in paths
+    assert all(r["edits"] == SMOKE.edits[r["scheduler"]] for r in edits.rows)
+
+    page = tmp_path / "docs" / "benchmarks.md"
+    page.parent.mkdir()
+    page.write_text(f"# Benchmarks\n\n{BEGIN}\nold\n{END}\n")
+    written = write(tables, tmp_path / "results", "2026-01-01", "smoke", page)
+    names = {p.name for p in written}
+    assert {"2026-01-01-capacity.json", "2026-01-01-capacity.png"} <= names
+    assert {"2026-01-01-summary.md", "2026-01-01-targets.md"} <= names
+    saved = json.loads((tmp_path / "results" / "2026-01-01-capacity.json").read_text())
+    assert saved["rows"] == capacity.rows and saved["machine"]["cores"]
+    text = page.read_text()
+    assert "old" not in text and "### Summary" in text
+    assert "(img/bench/capacity.png)" in text
+    assert (page.parent / "img" / "bench" / "capacity.png").read_bytes()[:4] == b"\x89PNG"

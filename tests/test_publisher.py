@@ -1,0 +1,402 @@
+"""Batch publishing: the messages Celery's own apply_async would send, one round trip a batch."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from celery import Celery
+from celery.signals import after_task_publish, before_task_publish
+from servers import RedisServer, wait_until
+
+from redisbeat import Entry, Interval, ScheduleStore, occurrence_id
+from redisbeat.config import Config
+from redisbeat.dispatcher import Dispatcher
+from redisbeat.publisher import Publisher, message_options
+from redisbeat.scheduler import RedisScheduler
+
+BROKER_DB = 3
+BEAT = "host:1:beat"
+
+
+def make_app(url: str) -> Celery:
+    app = Celery("pubtest", broker=url, set_as_current=False)
+    app.conf.timezone = "UTC"
+    app.conf.task_routes = {
+        "t.defaults": {"queue": "special", "routing_key": "special.rk", "priority": 5}
+    }
+
+    @app.task(name="t.plain", shared=False)
+    def plain(*args: Any, **kwargs: Any) -> None:
+        pass
+
+    @app.task(name="t.defaults", expires=60, time_limit=30, serializer="json", shared=False)
+    def defaults(*args: Any, **kwargs: Any) -> None:
+        pass
+
+    @app.task(name="t.typed", shared=False)
+    def typed(x: int) -> None:
+        pass
+
+    return app
+
+
+@pytest.fixture
+def broker(redis_server: RedisServer) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_server.url(BROKER_DB))
+    client.flushdb()
+    yield client
+    client.flushdb()
+    client.close()
+
+
+@pytest.fixture
+def app(redis_server: RedisServer, broker: redis.Redis) -> Iterator[Celery]:
+    app = make_app(redis_server.url(BROKER_DB))
+    yield app
+    app.close()
+
+
+@pytest.fixture
+def producer(app: Celery) -> Iterator[Any]:
+    connection = app.connection_for_write()
+    yield app.amqp.Producer(connection, auto_declare=False)
+    connection.release()
+
+
+def take_messages(client: redis.Redis) -> list[dict[str, Any]]:
+    """Pop every message from every queue of the broker, oldest first, bodies decoded."""
+    out = []
+    for key in sorted(client.keys()):
+        if client.type(key) != b"list":
+            continue
+        while (raw := client.rpop(key)) is not None:
+            message = json.loads(raw)
+            if message["content-type"] == "application/json":
+                message["body"] = json.loads(base64.b64decode(message["body"]))
+            message["queue"] = key.decode()
+            out.append(message)
+    return out
+
+
+def comparable(message: dict[str, Any]) -> dict[str, Any]:
+    """A message without what differs between two sends of it (a random tag, the clock)."""
+    message = json.loads(json.dumps(message))
+    del message["properties"]["delivery_tag"]
+    # By this host's clock: a task's own numeric expires, and the seconds left to live.
+    message["headers"]["expires"] = message["headers"]["expires"] is not None
+    message["properties"].pop("expiration", None)
+    return message
+
+
+def clock_fields(message: dict[str, Any]) -> tuple[float | None, int | None]:
+    expires, ttl = message["headers"]["expires"], message["properties"].get("expiration")
+    return (
+        None if expires is None else datetime.fromisoformat(expires).timestamp(),
+        None if ttl is None else int(ttl),
+    )
+
+
+def send_like_celery(app: Celery, producer: Any, entry: Entry, task_id: str, due: int) -> None:
+    """What redisbeat sent before batches: task.apply_async (or send_task by name)."""
+    options = message_options(entry, due, due + 5, BEAT)
+    task = app.tasks.get(entry.task)
+    if task is not None:
+        task.apply_async(
+            tuple(entry.args), dict(entry.kwargs), task_id=task_id, producer=producer, **options
+        )
+    else:
+        app.send_task(
+            entry.task,
+            entry.args,
+            dict(entry.kwargs),
+            task_id=task_id,
+            producer=producer,
+            **options,
+        )
+
+
+ENTRIES = [
+    Entry("plain", "t.plain", Interval(60), args=(1, "a"), kwargs={"k": {"n": [1, 2]}}),
+    Entry(
+        "options",
+        "t.plain",
+        Interval(60),
+        options={"queue": "reports", "priority": 3, "expires": 30, "headers": {"h": "v"}},
+    ),
+    Entry("task defaults", "t.defaults", Interval(60)),
+    Entry(
+        "overrides",
+        "t.defaults",
+        Interval(60),
+        options={"queue": "other", "routing_key": "rk", "time_limit": 10, "ignore_result": True},
+    ),
+    Entry("by name", "remote.task", Interval(60), kwargs={"a": 1}, options={"expires": 5}),
+    Entry("serializer", "t.plain", Interval(60), args=(1,), options={"serializer": "pickle"}),
+    # Only apply_async handles these: they take the per-message way, with the same result.
+    Entry("group", "t.plain", Interval(60), options={"group_id": "g-1"}),
+    Entry("expired", "t.plain", Interval(60), options={"expires": "2000-01-01T00:00:00+00:00"}),
+]
+
+
+#: Entries whose later messages are their first one with the id, due time and expiry put in
+#: (a task's own numeric expires is counted from this host's clock at each send).
+REUSED = {"plain", "options", "by name", "serializer"}
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
+def test_a_batched_message_is_the_one_celerys_apply_async_sends(app, producer, broker, entry):
+    publisher = Publisher(app, lambda: producer, BEAT, 100)
+    # The first occurrence is built step by step; later ones reuse what it worked out.
+    for due in (1_800_000_000_000, 1_800_000_060_000, 1_800_000_120_000):
+        task_id = occurrence_id("p", entry.name, due)
+        publisher(entry, task_id, due, due + 5)
+        assert publisher.flush() == set()
+        [batched] = take_messages(broker)
+        send_like_celery(app, producer, entry, task_id, due)
+        [celerys] = take_messages(broker)
+        assert comparable(batched) == comparable(celerys)
+        assert batched["headers"]["id"] == batched["headers"]["root_id"] == task_id
+        assert batched["properties"]["correlation_id"] == task_id
+        assert batched["headers"]["redisbeat_entry"] == entry.name
+        assert batched["headers"]["redisbeat_due"] == due
+        assert batched["headers"]["redisbeat_beat"] == BEAT
+        if "expires" in entry.options:  # by the Redis clock: the same in both
+            assert batched["headers"]["expires"] == celerys["headers"]["expires"]
+        pairs = zip(clock_fields(batched), clock_fields(celerys), (2, 2000), strict=True)
+        for ours, theirs, tolerance in pairs:
+            assert (ours is None) == (theirs is None)
+            assert ours is None or theirs is None or abs(ours - theirs) < tolerance
+    reused = publisher._template(entry).first is not None
+    assert reused == (entry.name in REUSED), "reuses the first message"
+
+
+def test_the_messages_of_a_batch_reach_the_broker_together_when_it_is_flushed(
+    app, producer, broker
+):
+    publisher = Publisher(app, lambda: producer, BEAT, 100)
+    entries = [Entry(f"e{i}", "t.plain", Interval(60)) for i in range(50)]
+    for i, entry in enumerate(entries):
+        publisher(entry, f"id-{i}", 1000 + i, 2000)
+    assert broker.llen("celery") == 0
+    assert publisher.flush() == set()
+    assert [m["headers"]["id"] for m in take_messages(broker)] == [f"id-{i}" for i in range(50)]
+
+
+def test_a_batch_is_one_round_trip_to_the_broker(app, producer, broker, redis_server):
+    publisher = Publisher(app, lambda: producer, BEAT, 100)
+    publisher(Entry("warm", "t.plain", Interval(60)), "warm", 1, 2)  # connects, declares
+    publisher.flush()
+    before = _commands(redis_server)
+    for i in range(30):
+        publisher(Entry(f"e{i}", "t.plain", Interval(60)), f"id-{i}", 1000 + i, 2000)
+    publisher.flush()
+    after = _commands(redis_server)
+    assert after.get("cmdstat_lpush", 0) - before.get("cmdstat_lpush", 0) == 30
+    assert broker.llen("celery") == 31
+
+
+def _commands(server: RedisServer) -> dict[str, int]:
+    client = redis.Redis.from_url(server.url())
+    try:
+        return {k: int(v["calls"]) for k, v in client.info("commandstats").items()}
+    finally:
+        client.close()
+
+
+def test_after_task_publish_fires_once_the_message_is_on_the_broker(app, producer, broker):
+    seen: list[tuple[str, int]] = []
+
+    def after(headers: dict[str, Any], **kwargs: Any) -> None:
+        seen.append((headers["id"], broker.llen("celery")))
+
+    after_task_publish.connect(after, weak=False)
+    try:
+        publisher = Publisher(app, lambda: producer, BEAT, 100)
+        for i in range(3):
+            publisher(Entry(f"e{i}", "t.plain", Interval(60)), f"id-{i}", 1000, 2000)
+        assert seen == []
+        publisher.flush()
+    finally:
+        after_task_publish.disconnect(after)
+    assert seen == [("id-0", 3), ("id-1", 3), ("id-2", 3)]
+
+
+def test_a_before_task_publish_receiver_sees_and_changes_every_message(app, producer, broker):
+    entry = Entry("e", "t.plain", Interval(60), kwargs={"n": 1})
+    publisher = Publisher(app, lambda: producer, BEAT, 100)
+    publisher(entry, "id-0", 1000, 1000)  # the first message, before any receiver
+    publisher.flush()
+
+    def before(headers: dict[str, Any], body: Any, **kwargs: Any) -> None:
+        headers["traced"] = headers["id"]  # as tracing libraries do
+        body[1]["n"] += 1
+
+    before_task_publish.connect(before, weak=False)
+    try:
+        for due in (2000, 3000):
+            publisher(entry, f"id-{due}", due, due)
+            publisher.flush()
+    finally:
+        before_task_publish.disconnect(before)
+    sent = take_messages(broker)
+    assert [m["headers"].get("traced") for m in sent] == [None, "id-2000", "id-3000"]
+    assert [m["body"][1]["n"] for m in sent] == [1, 2, 2]
+    assert entry.kwargs == {"n": 1}
+
+
+def test_a_router_function_is_asked_for_every_message(app, producer, broker):
+    queues = iter(["q1", "q2", "q3"])
+    app.conf.task_routes = [lambda name, *args, **kwargs: {"queue": next(queues)}]
+    app.amqp.flush_routes()
+    app.amqp.__dict__.pop("router", None)
+    publisher = Publisher(app, lambda: producer, BEAT, 100)
+    entry = Entry("e", "t.plain", Interval(60))
+    for due in (1000, 2000, 3000):
+        publisher(entry, f"id-{due}", due, due)
+        publisher.flush()
+    assert [m["queue"] for m in take_messages(broker)] == ["q1", "q2", "q3"]
+
+
+def test_what_a_message_depends_on_is_worked_out_once_per_task_arguments_and_options(
+    app, producer, broker
+):
+    publisher = Publisher(app, lambda: producer, BEAT, 100)
+    entry = Entry("e", "t.plain", Interval(60), args=(1,))
+    twin = Entry("twin", "t.plain", Interval(5), args=(1,))  # another name and schedule
+    other = Entry("other", "t.plain", Interval(60), args=(2,))
+    for due in (1000, 2000):
+        for e in (entry, twin, other):
+            publisher(e, f"{e.name}-{due}", due, due)
+        publisher.flush()
+    template = publisher._template(entry)
+    assert template.first is not None and template.reprs and template.bodies
+    assert publisher._template(twin) is template
+    assert publisher._template(other) is not template
+    sent = take_messages(broker)
+    assert [(m["headers"]["redisbeat_entry"], m["body"][0]) for m in sent] == [
+        ("e", [1]),
+        ("twin", [1]),
+        ("other", [2]),
+    ] * 2
+    assert [m["headers"]["id"] for m in sent] == [
+        f"{name}-{due}" for due in (1000, 2000) for name in ("e", "twin", "other")
+    ]
+
+
+def test_an_occurrence_celery_refuses_is_handed_back_alone(app, producer, broker):
+    publisher = Publisher(app, lambda: producer, BEAT, 100)
+    publisher(Entry("ok", "t.plain", Interval(60)), "ok", 1000, 2000)
+    publisher(Entry("bad", "t.typed", Interval(60)), "bad", 1000, 2000)  # x is missing
+    assert publisher.flush() == {"bad"}
+    assert [m["headers"]["id"] for m in take_messages(broker)] == ["ok"]
+
+
+# -- through the dispatcher and the scheduler, against real servers ------------------------------
+
+
+@pytest.fixture
+def broker_server(tmp_path: Path) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path / "broker")
+    server.directory.mkdir()
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_a_broker_failure_mid_batch_hands_every_unsent_claim_back(store, client, broker_server):
+    app = make_app(broker_server.url())
+    connection = app.connection_for_write()
+    producer = app.amqp.Producer(connection, auto_declare=False)
+    publisher = Publisher(app, lambda: producer, BEAT, 100)
+    now = store.now_ms()
+    dues = {}
+    for name in ("a", "b", "c"):
+        store.upsert(Entry(name, "t.plain", Interval(60)))
+        dues[name] = now - 10
+        client.zadd(store.keys.schedule, {name: dues[name]})
+
+    def broker_dies_then_flush() -> set[str]:
+        broker_server.stop()  # after the batch was buffered, before it is sent
+        return publisher.flush()
+
+    config = Config(redis_url="redis://unused", key_prefix=store.keys.prefix)
+    dispatcher = Dispatcher(store, config, publisher, flush=broker_dies_then_flush, beat_id=BEAT)
+    assert dispatcher.tick() > 0  # backs off
+    for name, due in dues.items():
+        assert client.zscore(store.keys.schedule, name) == due
+        assert store.state(name).total_run_count == 0
+    assert client.hlen(store.keys.inflight) == 0
+
+    broker_server.start()
+    dispatcher = Dispatcher(store, config, publisher, flush=publisher.flush, beat_id=BEAT)
+    wait_until(
+        lambda: dispatcher.tick() == 0 or all(store.state(n).total_run_count for n in dues),
+        20,
+        "the handed-back claims to be sent",
+    )
+    wait_until(lambda: all(store.state(n).total_run_count for n in dues), 20, "every send")
+    sent = take_messages(redis.Redis.from_url(broker_server.url()))
+    assert sorted(m["headers"]["id"] for m in sent) == sorted(
+        occurrence_id(store.keys.prefix, name, due) for name, due in dues.items()
+    )
+    connection.release()
+    app.close()
+
+
+def test_the_scheduler_sends_a_batch_in_one_go_with_redisbeats_headers(
+    redis_server, broker, prefix, keep_signal_handlers
+):
+    app = make_app(redis_server.url(BROKER_DB))
+    app.conf.redisbeat_redis_url = redis_server.url(0)
+    app.conf.redisbeat_key_prefix = prefix
+    app.conf.beat_max_loop_interval = 0.1
+    scheduler = RedisScheduler(app)
+    store = ScheduleStore(
+        redis.Redis.from_url(redis_server.url(0), decode_responses=True), prefix=prefix
+    )
+    try:
+        now = store.now_ms()
+        for i in range(5):
+            store.upsert(Entry(f"e{i}", "t.plain", Interval(60)))
+            store.client.zadd(store.keys.schedule, {f"e{i}": now - 100 + i})
+        scheduler.tick()
+        sent = take_messages(broker)
+    finally:
+        scheduler.close()
+        store.close()
+        app.close()
+    assert sorted(m["headers"]["redisbeat_entry"] for m in sent) == [f"e{i}" for i in range(5)]
+    for m in sent:
+        h = m["headers"]
+        assert h["id"] == occurrence_id(prefix, h["redisbeat_entry"], h["redisbeat_due"])
+        assert h["redisbeat_beat"] == scheduler.dispatcher.beat_id
+
+
+def test_the_dispatcher_hands_back_exactly_the_occurrences_a_flush_reports_unsent(store, client):
+    buffered: list[str] = []
+
+    def publish(entry: Entry, task_id: str, due_ms: int, now_ms: int) -> None:
+        buffered.append(task_id)
+
+    def flush() -> set[str]:
+        return {buffered[1]}  # the second one did not go out
+
+    now = store.now_ms()
+    dues = {}
+    for name in ("a", "b", "c"):
+        store.upsert(Entry(name, "t.plain", Interval(60)))
+        dues[name] = now - 1000 + ord(name)
+        client.zadd(store.keys.schedule, {name: dues[name]})
+    config = Config(redis_url="redis://unused", key_prefix=store.keys.prefix)
+    Dispatcher(store, config, publish, flush=flush, beat_id=BEAT).tick()
+    runs = {name: store.state(name).total_run_count for name in dues}
+    assert runs == {"a": 1, "b": 0, "c": 1}
+    assert client.zscore(store.keys.schedule, "b") == dues["b"]
+    assert client.zscore(store.keys.schedule, "a") == dues["a"] + 60_000
