@@ -93,11 +93,17 @@ class Entry:
             if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
                 raise InvalidEntry(self.name, name, "must be a mapping with string keys")
             object.__setattr__(self, name, dict(value))
-        for name in ("args", "kwargs", "options"):
-            try:
-                _dumps(getattr(self, name))
-            except (TypeError, ValueError, RecursionError) as exc:
-                raise InvalidEntry(self.name, name, f"is not JSON-serialisable: {exc}") from None
+        try:
+            _dumps([self.args, self.kwargs, self.options])
+        except (TypeError, ValueError, RecursionError):
+            # Encoded separately only to name the field.
+            for name in ("args", "kwargs", "options"):
+                try:
+                    _dumps(getattr(self, name))
+                except (TypeError, ValueError, RecursionError) as exc:
+                    raise InvalidEntry(
+                        self.name, name, f"is not JSON-serialisable: {exc}"
+                    ) from None
         reserved = RESERVED_OPTIONS & set(self.options)
         if reserved:
             raise InvalidEntry(self.name, "options", f"may not set {sorted(reserved)}")
@@ -155,9 +161,8 @@ class Entry:
             raise CorruptEntry(name, "definition", "is not a JSON object")
         if data.get("name") != name:
             raise CorruptEntry(name, "name", f"does not match the key: {data.get('name')!r}")
-        known = {f.name for f in fields(cls)}
         # Keys a newer release may add are ignored, so a rolling upgrade never quarantines.
-        values = {k: v for k, v in data.items() if k in known}
+        values = {k: v for k, v in data.items() if k in _FIELDS}
         if "task" not in values:  # the one required field nothing below names
             raise CorruptEntry(name, "task", "is missing")
         try:
@@ -241,6 +246,10 @@ class Entry:
         if due is None or (self.end_at is not None and due > to_ms(self.end_at)):
             return None
         return due
+
+
+#: The keys of a stored definition that are the entry's fields.
+_FIELDS = frozenset(f.name for f in fields(Entry))
 
 
 def _dumps(value: Any) -> str:

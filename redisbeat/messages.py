@@ -6,7 +6,9 @@ follows the same steps in the same order, with the same signals, options and hea
 entry's first message, and keeps what it worked out in a :class:`Template`. While nothing can
 make them differ (no ``before_task_publish`` receiver, routes that depend on the task name
 only), later messages of the entry are that first one with their task id, due time and
-expiry put in (:mod:`redisbeat.sending` hands each to the producer). It only handles what
+expiry put in (:mod:`redisbeat.sending` hands each to the producer), and the first message
+of another entry with the same task and options is made from it, with that entry's
+arguments, their reprs and its body (:meth:`TaskMessages.adopt`). It only handles what
 it models; anything else (an eager app, sent events, a task class with its own
 ``apply_async``, options such as ``countdown`` or ``link``) is left to ``apply_async``.
 """
@@ -14,7 +16,7 @@ it models; anything else (an eager app, sent events, a task class with its own
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -22,9 +24,10 @@ from celery import Celery, signals
 from celery.app.amqp import AMQP
 from celery.app.routes import MapRoute
 from celery.app.task import Task
+from celery.utils.saferepr import saferepr
 
 from .entry import Entry
-from .sending import Defaults, First, Published, declare_once, send_task_message
+from .sending import Defaults, First, Published, declare_once, send_task_message, serialised
 
 #: Entry options handled here as Celery handles them; any other goes by ``apply_async``.
 BATCH_OPTIONS = frozenset(
@@ -97,6 +100,25 @@ class TaskMessages:
             and _plain_task(task, args, kwargs)
         )
         return Template(entry.task, task, args, kwargs, entry.options, modelled)
+
+    def adopt(self, t: Template, sibling: Template) -> None:
+        """Give ``t`` the first message of a template of the same task and options: the same
+        message but for the arguments, their reprs (worked out as Celery does) and the body."""
+        first = sibling.first
+        if first is None or not t.modelled or signals.before_task_publish.receivers:
+            return
+        levels = self.app.conf.task_repr_maxlevels
+        t.reprs = {
+            "argsrepr": saferepr(t.args, self.amqp.argsrepr_maxsize, maxlevels=levels),
+            "kwargsrepr": saferepr(t.kwargs, self.amqp.kwargsrepr_maxsize, maxlevels=levels),
+        }
+        body = (t.args, t.kwargs, first.body[2])
+        t.first = replace(
+            first,
+            headers={**first.headers, **t.reprs},
+            body=body,
+            content=serialised(t.bodies, body, first.serializer),
+        )
 
     def publish(
         self,

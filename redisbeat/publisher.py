@@ -61,6 +61,9 @@ class Publisher:
         self._messages: TaskMessages | None = None
         self._by_entry: LRU[int, tuple[Entry, Template]] = LRU(cache_size)
         self._by_shape: LRU[str, Template] = LRU(cache_size)
+        #: By task and options: a template whose first message another entry's can be made
+        #: from (its arguments put in).
+        self._by_family: LRU[str, Template] = LRU(cache_size)
         #: The open batch (a kombu batch context), its producer and what it holds.
         self._batch: Any = None
         self._batch_producer: Any = None
@@ -125,10 +128,16 @@ class Publisher:
         known = self._by_entry.get(id(entry))
         if known is not None and known[0] is entry:
             return known[1]
-        shape = _dumps([entry.task, entry.args, entry.kwargs, entry.options])
+        family = _dumps([entry.task, entry.options])
+        shape = f"{family}{_dumps([entry.args, entry.kwargs])}"
         template = self._by_shape.get(shape)
         if template is None:
             template = self.messages.template(entry)
+            sibling = self._by_family.get(family)
+            if sibling is not None:
+                self.messages.adopt(template, sibling)
+            if sibling is None or sibling.first is None:
+                self._by_family.put(family, template)
             self._by_shape.put(shape, template)
         self._by_entry.put(id(entry), (entry, template))
         return template

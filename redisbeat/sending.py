@@ -73,8 +73,9 @@ class First:
     publish: dict[str, Any]
     declare: list[Any]
     body: Any
-    #: The serialised body: (content type, content encoding, data).
+    #: The serialised body: (content type, content encoding, data), and its serializer.
     content: tuple[str, str, Any]
+    serializer: str
     ignore_result: Any = None
     #: The task's own expiry, when the entry has none (an aware datetime or None).
     task_expires: Any = None
@@ -162,7 +163,8 @@ def send_task_message(
         "confirm_timeout": confirm_timeout,
     }
     declare_once(producer, declare or (), publish, declared)
-    content = serialised(bodies, body, serializer or defaults.serializer)
+    serializer = serializer or defaults.serializer
+    content = serialised(bodies, body, serializer)
     producer.publish(
         content[2],
         content_type=content[0],
@@ -171,7 +173,9 @@ def send_task_message(
         **{**publish, "retry": retry and retry_allowed},
         **properties,
     )
-    first = First(celery_headers, dict(properties), publish, list(declare or ()), body, content)
+    first = First(
+        celery_headers, dict(properties), publish, list(declare or ()), body, content, serializer
+    )
     return Published(task_id, name, body, headers2, exchange, routing_key), first
 
 

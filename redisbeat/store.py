@@ -367,7 +367,7 @@ class ScheduleStore:
         args: list[Any] = [beat_id, lease_until_ms, self.keys.events]
         for o in outcomes:
             nxt = "" if o.next_due_ms is None else o.next_due_ms
-            args += [o.name, o.action, nxt, o.task_id, o.due_ms]
+            args += [_wire(o.name), o.action, nxt, o.task_id, o.due_ms]
         k = self.keys
         finished, now, earliest = self.replicas.eval(
             strict=False,
@@ -384,7 +384,7 @@ class ScheduleStore:
                 strict=False,
                 script=self.scripts.quarantine,
                 keys=[k.entries, k.schedule, k.inflight, k.quarantine],
-                args=[name, definition, error, by],
+                args=[_wire(name), _wire(definition), error, by],
             )
         )
 
@@ -446,3 +446,10 @@ def _load_or_none(raw: str | None, name: str) -> Entry | None:
         return Entry.loads(raw, name)
     except CorruptEntry:
         return None
+
+
+def _wire(text: str) -> bytes:
+    """Text from a reply as the bytes it came from: a client with ``surrogateescape`` keeps
+    bytes that are not UTF-8 as lone surrogates, and hiredis's command packer (unlike
+    redis-py's own) refuses to encode them."""
+    return text.encode("utf-8", "surrogateescape")

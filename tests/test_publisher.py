@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -400,3 +401,24 @@ def test_the_dispatcher_hands_back_exactly_the_occurrences_a_flush_reports_unsen
     assert runs == {"a": 1, "b": 0, "c": 1}
     assert client.zscore(store.keys.schedule, "b") == dues["b"]
     assert client.zscore(store.keys.schedule, "a") == dues["a"] + 60_000
+
+
+@pytest.mark.parametrize("entry", [e for e in ENTRIES if e.name in REUSED], ids=lambda e: e.name)
+def test_an_entry_of_the_same_task_and_options_starts_from_anothers_first_message(
+    app, producer, broker, entry
+):
+    publisher = Publisher(app, lambda: producer, BEAT, 100)
+    sibling = replace(entry, name=f"{entry.name} 2", args=(2, "b" * 2000), kwargs={"x": [None]})
+    due = 1_800_000_000_000
+    publisher(entry, "first", due, due + 5)
+    publisher.flush()
+    take_messages(broker)
+    adopted = publisher._template(sibling)
+    assert adopted.first is not None, "made from the first entry's message, not built anew"
+    publisher(sibling, "second", due, due + 5)
+    assert publisher.flush() == set()
+    [batched] = take_messages(broker)
+    send_like_celery(app, producer, sibling, "second", due)
+    [celerys] = take_messages(broker)
+    assert comparable(batched) == comparable(celerys)
+    assert batched["headers"]["argsrepr"].endswith("...')")  # Celery's own cut at 1,024

@@ -75,6 +75,14 @@ class Sink:
         raw = self.reader.raw
         return raw[-1][0] if len(raw) > self._mark else 0
 
+    def latest(self) -> Arrival | None:
+        """The message that arrived last since the mark, decoded."""
+        raw = self.reader.raw
+        if len(raw) <= self._mark:
+            return None
+        at, message = raw[-1]
+        return decode(message, at)
+
     def arrivals(self) -> list[Arrival]:
         have = len(self.reader.raw)
         return [decode(raw, at) for at, raw in self.reader.raw[self._mark : have]]
