@@ -1,4 +1,5 @@
-"""Plain records the store returns: run state, beats, claims, quarantined definitions."""
+"""Plain records the store returns (run state, beats, claims, quarantined definitions), and
+the text of replies."""
 
 from __future__ import annotations
 
@@ -149,3 +150,18 @@ class SyncReport:
     unchanged: int
     #: Names the source asked for that another source owns (left untouched).
     foreign: list[str]
+
+
+def text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def text_or_none(value: bytes | str | None) -> str | None:
+    return None if value is None else text(value)
+
+
+def wire(value: str) -> bytes:
+    """Text from a reply as the bytes it came from: a client with ``surrogateescape`` keeps
+    bytes that are not UTF-8 as lone surrogates, and hiredis's command packer (unlike
+    redis-py's own) refuses to encode them."""
+    return value.encode("utf-8", "surrogateescape")

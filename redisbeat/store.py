@@ -37,6 +37,9 @@ from .records import (
     Outcome,
     Quarantined,
     SyncReport,
+    text,
+    text_or_none,
+    wire,
 )
 from .scripts import Scripts
 from .timing import from_ms
@@ -218,7 +221,7 @@ class ScheduleStore:
         owner = source
         if owner is None:
             raw = self.client.hget(self.keys.entries, name)
-            old = _load_or_none(_text_or_none(raw), name)
+            old = _load_or_none(text_or_none(raw), name)
             owner = old.source if old is not None else "api"
         k = self.keys
         return bool(
@@ -301,7 +304,7 @@ class ScheduleStore:
 
     def names(self, source: str) -> set[str]:
         """Names of the entries a source owns."""
-        return {_text(n) for n in self.client.smembers(self.keys.source(source))}
+        return {text(n) for n in self.client.smembers(self.keys.source(source))}
 
     def state(self, name: str) -> EntryState:
         states = self.states([name])
@@ -330,12 +333,12 @@ class ScheduleStore:
             self.keys.beats, now - self.beat_ttl_ms, "+inf", withscores=True
         )
         pairs = cast("list[tuple[Any, Any]]", rows)  # redis-py types this loosely
-        return [BeatInfo.from_heartbeat(_text(beat_id), int(score)) for beat_id, score in pairs]
+        return [BeatInfo.from_heartbeat(text(beat_id), int(score)) for beat_id, score in pairs]
 
     def quarantined(self) -> dict[str, Quarantined]:
         out = {}
         for key, raw in self.client.hgetall(self.keys.quarantine).items():
-            data, name = json.loads(raw), _text(key)
+            data, name = json.loads(raw), text(key)
             out[name] = Quarantined(
                 name=name,
                 definition=data["definition"],
@@ -367,7 +370,7 @@ class ScheduleStore:
         args: list[Any] = [beat_id, lease_until_ms, self.keys.events]
         for o in outcomes:
             nxt = "" if o.next_due_ms is None else o.next_due_ms
-            args += [_wire(o.name), o.action, nxt, o.task_id, o.due_ms]
+            args += [wire(o.name), o.action, nxt, o.task_id, o.due_ms]
         k = self.keys
         finished, now, earliest = self.replicas.eval(
             strict=False,
@@ -384,7 +387,7 @@ class ScheduleStore:
                 strict=False,
                 script=self.scripts.quarantine,
                 keys=[k.entries, k.schedule, k.inflight, k.quarantine],
-                args=[_wire(name), _wire(definition), error, by],
+                args=[wire(name), wire(definition), error, by],
             )
         )
 
@@ -431,14 +434,6 @@ def _chunks(items: Iterable[Entry], size: int) -> Iterator[list[Entry]]:
         yield chunk
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _text_or_none(value: bytes | str | None) -> str | None:
-    return None if value is None else _text(value)
-
-
 def _load_or_none(raw: str | None, name: str) -> Entry | None:
     if raw is None:
         return None
@@ -446,10 +441,3 @@ def _load_or_none(raw: str | None, name: str) -> Entry | None:
         return Entry.loads(raw, name)
     except CorruptEntry:
         return None
-
-
-def _wire(text: str) -> bytes:
-    """Text from a reply as the bytes it came from: a client with ``surrogateescape`` keeps
-    bytes that are not UTF-8 as lone surrogates, and hiredis's command packer (unlike
-    redis-py's own) refuses to encode them."""
-    return text.encode("utf-8", "surrogateescape")

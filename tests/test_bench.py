@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench.adapters import Spec, available
 from benchmarks.bench.harness import Arrival, Rig, judge
-from benchmarks.bench.report import BEGIN, END, write
+from benchmarks.bench.report import BEGIN, END, versus, write
 from benchmarks.bench.scenarios import SMOKE, run
 
 T0 = 1_800_000_000_000
@@ -86,3 +86,11 @@ def test_a_toy_run_of_every_scheduler_writes_tables_charts_and_the_docs(tmp_path
     assert "old" not in text and "### Summary" in text
     assert "(img/bench/capacity.png)" in text
     assert (page.parent / "img" / "bench" / "capacity.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_summary_says_how_redisbeat_compares_whichever_way_it_goes() -> None:
+    assert versus(5000, 100, higher_is_better=True) == "50.0x better"
+    assert versus(4, 4703, higher_is_better=False) == "1,175.8x better"
+    assert versus(0.42, 0.02, higher_is_better=False) == "21.0x worse"
+    assert versus(0, 27.04, higher_is_better=False) == "better (0 vs 27.04)"
+    assert versus(2, 2, higher_is_better=False) == "even"

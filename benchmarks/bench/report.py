@@ -102,6 +102,16 @@ def _kept_up(row: dict[str, Any]) -> bool:
     return bool(row["sustained/s"] >= 0.95 * row["offered/s"] and row["missed"] == 0)
 
 
+def versus(ours: float, best: float, higher_is_better: bool) -> str:
+    """How redisbeat's number compares with the best other: "3.2x better", "even", ..."""
+    if ours == best:
+        return "even"
+    won = ours > best if higher_is_better else ours < best
+    verdict = "better" if won else "worse"
+    low, high = sorted((ours, best))
+    return f"{high / low:,.1f}x {verdict}" if low > 0 else f"{verdict} ({ours:g} vs {best:g})"
+
+
 def summary(tables: dict[str, Table]) -> Table:
     """The headline numbers side by side, with redisbeat's ratio to the best other."""
     names = [REDISBEAT, REDBEAT, DCB]
@@ -111,10 +121,9 @@ def summary(tables: dict[str, Table]) -> Table:
         row: dict[str, Any] = {"metric": metric, **{n: values.get(n, "") for n in names}}
         ours = values.get(REDISBEAT)
         others = [v for n, v in values.items() if n != REDISBEAT and isinstance(v, (int, float))]
-        if isinstance(ours, (int, float)) and others and ours:
+        if isinstance(ours, (int, float)) and others:
             best = max(others) if higher_is_better else min(others)
-            ratio = ours / best if higher_is_better else best / ours
-            row["redisbeat vs best other"] = f"{ratio:,.1f}x better" if best else ""
+            row["redisbeat vs best other"] = versus(ours, best, higher_is_better)
         out.rows.append(row)
 
     cap = [r for r in _rows(tables, "capacity") if _kept_up(r)]
