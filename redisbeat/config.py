@@ -30,6 +30,7 @@ DEFAULTS: dict[str, Any] = {
     "wait_replicas": 0,
     "wait_timeout": 0.5,
     "entry_cache_size": 10_000,
+    "quarantine_after": 3,
 }
 
 
@@ -112,6 +113,8 @@ class Config:
     wait_timeout: float = 0.5
     #: How many parsed entry definitions (and their prepared messages) a beat keeps.
     entry_cache_size: int = 10_000
+    #: Set an entry aside after this many of its sends in a row failed (0: never).
+    quarantine_after: int = 3
 
     def __post_init__(self) -> None:
         if not self.redis_url.startswith((*REDIS_SCHEMES, SENTINEL_SCHEME)):
@@ -138,6 +141,11 @@ class Config:
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
             raise ConfigurationError(
                 f"redisbeat_entry_cache_size must be a non-negative integer: {size!r}"
+            )
+        after = self.quarantine_after
+        if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+            raise ConfigurationError(
+                f"redisbeat_quarantine_after must be a non-negative integer: {after!r}"
             )
 
     def _check_sentinel(self) -> None:
@@ -241,6 +249,7 @@ class Config:
             wait_replicas=get("wait_replicas"),
             wait_timeout=get("wait_timeout"),
             entry_cache_size=get("entry_cache_size"),
+            quarantine_after=get("quarantine_after"),
         )
 
 

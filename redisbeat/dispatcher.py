@@ -14,25 +14,28 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 import redis
 
 from .cache import EntryCache
 from .config import Config
 from .entry import Entry, occurrence_id
-from .errors import CorruptEntry, RedisBeatError, RedisTrouble
+from .errors import CorruptEntry, MessageRefused, RedisBeatError, RedisTrouble
 from .records import Claim, ClaimBatch, FinishResult, Outcome
 from .store import ScheduleStore
+from .timing import from_ms
 
 log = logging.getLogger(__name__)
 
 #: publish(entry, task_id, due_ms, now_ms): send one occurrence; raise to hand the claim back.
 #: ``now_ms`` is the Redis clock at the moment of sending (the clock every beat shares).
 Publish = Callable[[Entry, str, int, int], None]
-#: flush(): for a publish that buffers, send the batch; returns the task ids that may not
-#: have been sent, whose claims are handed back.
-Flush = Callable[[], Collection[str]]
+#: flush(): for a publish that buffers, send the batch; returns the task ids not sent, each
+#: with None (the broker failed: the claim is handed back) or the reason the message was
+#: refused for its entry (the occurrence is recorded as failed).
+Flush = Callable[[], Mapping[str, str | None]]
 
 MIN_BACKOFF = 0.5
 MAX_BACKOFF = 10.0
@@ -160,12 +163,27 @@ class Dispatcher:
                 entry.catch_up,
             )
             return Outcome(entry.name, "skipped", due_ms, next_due)
+        sent = Outcome(entry.name, "sent", due_ms, next_due, task_id)
         try:
             self.publish(entry, task_id, due_ms, now_ms)
+        except MessageRefused as exc:
+            return self._failed(sent, exc.reason)
         except Exception:
             log.exception("redisbeat: could not send %s; handing it back", entry.name)
             return Outcome(entry.name, "release", due_ms)
-        return Outcome(entry.name, "sent", due_ms, next_due, task_id)
+        return sent
+
+    def _failed(self, sent: Outcome, reason: str) -> Outcome:
+        # Sending it again would fail the same way: the occurrence is recorded as failed and
+        # the entry moves on to its next one, so it never holds up the others.
+        log.error(
+            "redisbeat: entry %r could not be sent: %s; its occurrence due at %s is recorded "
+            "as failed",
+            sent.name,
+            reason,
+            from_ms(sent.due_ms).isoformat(),
+        )
+        return replace(sent, action="failed", error=reason)
 
     def _flush(self, outcomes: list[Outcome]) -> None:
         if self.flush is None:
@@ -174,13 +192,31 @@ class Dispatcher:
         if failed:
             for i, o in enumerate(outcomes):
                 if o.action == "sent" and o.task_id in failed:
-                    outcomes[i] = Outcome(o.name, "release", o.due_ms)
+                    reason = failed[o.task_id]
+                    outcomes[i] = (
+                        Outcome(o.name, "release", o.due_ms)
+                        if reason is None
+                        else self._failed(o, reason)
+                    )
 
     def _finish_leftovers(self) -> FinishResult | None:
         if self._unfinished is None:
             return None
         lease_until, outcomes = self._unfinished
-        result = self.store.finish(self.beat_id, lease_until, outcomes) if outcomes else None
+        result = None
+        if outcomes:
+            result = self.store.finish(
+                self.beat_id, lease_until, outcomes, self.config.quarantine_after
+            )
+            for name in result.quarantined:
+                error = next((o.error for o in outcomes if o.name == name), "")
+                log.error(
+                    "redisbeat: entry %r was set aside after %d failed sends in a row (last: %s); "
+                    "saving the entry again releases it",
+                    name,
+                    self.config.quarantine_after,
+                    error,
+                )
         self._unfinished = None
         return result
 

@@ -54,6 +54,20 @@ class EntryNotFound(RedisBeatError, KeyError):
         return f"no entry named {self.name!r}"
 
 
+class MessageRefused(RedisBeatError):
+    """The message of one entry cannot be built, or was refused for that entry (arguments the
+    task's signature rejects, an option Celery refuses, a queue that does not exist).
+
+    Unlike a broker failure, sending the same occurrence again would fail the same way: the
+    occurrence is recorded as failed rather than handed back.
+    """
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"entry {name!r} cannot be sent: {reason}")
+        self.name = name
+        self.reason = reason
+
+
 class NotReplicated(RedisBeatError, redis.ConnectionError):
     """A write reached the master but too few replicas acknowledged it in time.
 

@@ -15,8 +15,11 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from kombu.exceptions import OperationalError
+
 from .cache import LRU
 from .entry import Entry
+from .errors import MessageRefused
 from .messages import TaskMessages, Template
 from .sending import Published
 from .timing import from_ms
@@ -78,18 +81,26 @@ class Publisher:
         self._deferred: list[tuple[Entry, str, dict[str, Any]]] = []
 
     def __call__(self, entry: Entry, task_id: str, due_ms: int, now_ms: int) -> None:
-        """Buffer one occurrence; an error raised here means it will not be sent."""
-        options = message_options(entry, due_ms, now_ms, self.beat_id)
-        template = self._template(entry)
-        published = self._publish(template, task_id, options) if template.modelled else None
+        """Buffer one occurrence; an error raised here means it will not be sent:
+        :class:`MessageRefused` when the entry is the cause, the broker's error otherwise."""
+        try:
+            options = message_options(entry, due_ms, now_ms, self.beat_id)
+            template = self._template(entry)
+            published = self._publish(template, task_id, options) if template.modelled else None
+        except Exception as exc:
+            if self._broker_failure(exc):
+                raise
+            raise MessageRefused(entry.name, _reason(exc)) from exc
         if published is None:
             self._deferred.append((entry, task_id, options))
         else:
             self._published.append(published)
 
-    def flush(self) -> set[str]:
-        """Send what is buffered; return the task ids of those that may not have been sent."""
-        failed: set[str] = set()
+    def flush(self) -> dict[str, str | None]:
+        """Send what is buffered; return the task ids of those not sent, each with None
+        (the broker failed: it may not have been sent, hand it back) or the reason the
+        message was refused for its entry (sending it again would fail the same way)."""
+        failed: dict[str, str | None] = {}
         published, self._published = self._published, []
         deferred, self._deferred = self._deferred, []
         batch, self._batch = self._batch, None
@@ -102,17 +113,30 @@ class Publisher:
                     "redisbeat: could not send a batch of %d message(s); handing them back",
                     len(published),
                 )
-                failed.update(p.task_id for p in published)
+                failed.update((p.task_id, None) for p in published)
             else:
                 for p in published:
                     p.announce()
         for entry, task_id, options in deferred:
             try:
                 self._apply_async(entry, task_id, options)
-            except Exception:
-                log.exception("redisbeat: could not send %s; handing it back", entry.name)
-                failed.add(task_id)
+            except Exception as exc:
+                if self._broker_failure(exc):
+                    log.exception("redisbeat: could not send %s; handing it back", entry.name)
+                    failed[task_id] = None
+                else:
+                    failed[task_id] = _reason(exc)
         return failed
+
+    def _broker_failure(self, exc: BaseException) -> bool:
+        """True for a failure of the broker connection (the message may be sent later), False
+        for an error about the message itself (bad arguments or options, an unknown queue)."""
+        errors: tuple[type[BaseException], ...] = (OSError, OperationalError)
+        connection = getattr(self._batch_producer, "connection", None)
+        if connection is not None:
+            errors += tuple(getattr(connection, "connection_errors", ()))
+            errors += tuple(getattr(connection, "channel_errors", ()))
+        return isinstance(exc, errors)
 
     @property
     def messages(self) -> TaskMessages:
@@ -197,6 +221,10 @@ class _NoBatch:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _dumps(value: Any) -> str:

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from .timing import from_ms
 
-Action = Literal["sent", "skipped", "release"]
+Action = Literal["sent", "skipped", "failed", "release"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,9 @@ class EntryState:
     last_beat: str | None = None
     #: True while a beat holds a claim on the entry (the occurrence is being sent).
     running: bool = False
+    #: Sends refused for the entry in a row (reset by a successful send), and the last reason.
+    failures: int = 0
+    last_error: str | None = None
 
     @classmethod
     def from_redis(
@@ -51,6 +54,8 @@ class EntryState:
             last_task_id=data.get("last_task_id"),
             last_beat=data.get("last_beat"),
             running=claim is not None,
+            failures=int(data.get("failures") or 0),
+            last_error=data.get("last_error"),
         )
 
 
@@ -127,6 +132,8 @@ class FinishResult:
     now_ms: int
     #: The earliest score left in the schedule (None: the schedule is empty).
     next_due_ms: int | None
+    #: Entries set aside because their sends failed too many times in a row.
+    quarantined: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -138,6 +145,8 @@ class Outcome:
     due_ms: int
     next_due_ms: int | None = None
     task_id: str = ""
+    #: Why the message was refused for this entry (action ``failed``).
+    error: str = ""
 
 
 @dataclass(frozen=True)

@@ -365,20 +365,34 @@ class ScheduleStore:
         )
         return ClaimBatch.from_reply(reply, lease_ms)
 
-    def finish(self, beat_id: str, lease_until_ms: int, outcomes: list[Outcome]) -> FinishResult:
-        """Reschedule, record or hand back claimed entries (only those still this beat's)."""
-        args: list[Any] = [beat_id, lease_until_ms, self.keys.events]
+    def finish(
+        self,
+        beat_id: str,
+        lease_until_ms: int,
+        outcomes: list[Outcome],
+        quarantine_after: int = 0,
+    ) -> FinishResult:
+        """Reschedule, record or hand back claimed entries (only those still this beat's).
+
+        An entry whose sends failed ``quarantine_after`` times in a row is set aside.
+        """
+        args: list[Any] = [beat_id, lease_until_ms, self.keys.events, quarantine_after]
         for o in outcomes:
             nxt = "" if o.next_due_ms is None else o.next_due_ms
-            args += [wire(o.name), o.action, nxt, o.task_id, o.due_ms]
+            args += [wire(o.name), o.action, nxt, o.task_id, o.due_ms, o.error]
         k = self.keys
-        finished, now, earliest = self.replicas.eval(
+        finished, now, earliest, quarantined = self.replicas.eval(
             strict=False,
             script=self.scripts.finish,
-            keys=[k.schedule, k.inflight, k.state, k.entries],
+            keys=[k.schedule, k.inflight, k.state, k.entries, k.quarantine],
             args=args,
         )
-        return FinishResult(int(finished), int(now), None if earliest < 0 else int(earliest))
+        return FinishResult(
+            int(finished),
+            int(now),
+            None if earliest < 0 else int(earliest),
+            tuple(text(n) for n in quarantined),
+        )
 
     def quarantine(self, name: str, definition: str, error: str, by: str) -> bool:
         k = self.keys

@@ -40,6 +40,11 @@ def ping(*args: Any, **kwargs: Any) -> None:
     pass
 
 
+@app.task(name="proj.strict")
+def strict(x: int) -> None:
+    """A task whose signature Celery checks in the beat: other arguments are refused there."""
+
+
 _published = 0
 
 

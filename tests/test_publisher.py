@@ -158,7 +158,7 @@ def test_a_batched_message_is_the_one_celerys_apply_async_sends(app, producer, b
     for due in (1_800_000_000_000, 1_800_000_060_000, 1_800_000_120_000):
         task_id = occurrence_id("p", entry.name, due)
         publisher(entry, task_id, due, due + 5)
-        assert publisher.flush() == set()
+        assert publisher.flush() == {}
         [batched] = take_messages(broker)
         send_like_celery(app, producer, entry, task_id, due)
         [celerys] = take_messages(broker)
@@ -186,7 +186,7 @@ def test_the_messages_of_a_batch_reach_the_broker_together_when_it_is_flushed(
     for i, entry in enumerate(entries):
         publisher(entry, f"id-{i}", 1000 + i, 2000)
     assert broker.llen("celery") == 0
-    assert publisher.flush() == set()
+    assert publisher.flush() == {}
     assert [m["headers"]["id"] for m in take_messages(broker)] == [f"id-{i}" for i in range(50)]
 
 
@@ -291,11 +291,14 @@ def test_what_a_message_depends_on_is_worked_out_once_per_task_arguments_and_opt
     ]
 
 
-def test_an_occurrence_celery_refuses_is_handed_back_alone(app, producer, broker):
+def test_an_occurrence_celery_refuses_is_reported_alone_with_the_reason(app, producer, broker):
     publisher = Publisher(app, lambda: producer, BEAT, 100)
     publisher(Entry("ok", "t.plain", Interval(60)), "ok", 1000, 2000)
     publisher(Entry("bad", "t.typed", Interval(60)), "bad", 1000, 2000)  # x is missing
-    assert publisher.flush() == {"bad"}
+    refused = publisher.flush()
+    assert list(refused) == ["bad"]
+    assert refused["bad"] is not None and refused["bad"].startswith("TypeError: ")
+    assert "'x'" in refused["bad"]
     assert [m["headers"]["id"] for m in take_messages(broker)] == ["ok"]
 
 
@@ -416,9 +419,34 @@ def test_an_entry_of_the_same_task_and_options_starts_from_anothers_first_messag
     adopted = publisher._template(sibling)
     assert adopted.first is not None, "made from the first entry's message, not built anew"
     publisher(sibling, "second", due, due + 5)
-    assert publisher.flush() == set()
+    assert publisher.flush() == {}
     [batched] = take_messages(broker)
     send_like_celery(app, producer, sibling, "second", due)
     [celerys] = take_messages(broker)
     assert comparable(batched) == comparable(celerys)
     assert batched["headers"]["argsrepr"].endswith("...')")  # Celery's own cut at 1,024
+
+
+def test_a_message_the_broker_cannot_take_is_handed_back_not_refused(tmp_path: Path):
+    # A broker that stops answering mid-run: the batch goes nowhere and no entry is to blame.
+    server = RedisServer(tmp_path / "broker")
+    server.directory.mkdir()
+    server.start()
+    app = make_app(server.url(BROKER_DB))
+    app.conf.broker_connection_retry = False
+    connection = app.connection_for_write()
+    producer = app.amqp.Producer(connection, auto_declare=False)
+    try:
+        publisher = Publisher(app, lambda: producer, BEAT, 100)
+        publisher(Entry("warm", "t.plain", Interval(60)), "warm", 1, 2)
+        assert publisher.flush() == {}
+        server.stop()
+        publisher(Entry("e", "t.plain", Interval(60)), "id-1", 1000, 2000)
+        publisher(Entry("bad", "t.typed", Interval(60)), "id-2", 1000, 2000)
+        failed = publisher.flush()
+    finally:
+        connection.release()
+        app.close()
+        server.stop()
+    assert failed["id-1"] is None
+    assert set(failed) == {"id-1", "id-2"}

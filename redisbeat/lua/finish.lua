@@ -7,26 +7,64 @@
 -- KEYS[2] = inflight  HASH
 -- KEYS[3] = state     HASH  name -> run state JSON
 -- KEYS[4] = entries   HASH
+-- KEYS[5] = quarantine HASH  name -> {"definition", "error", "at", "by"}
 -- ARGV[1] = beat id
 -- ARGV[2] = lease_until the claim set, ms
 -- ARGV[3] = pub/sub channel, to wake the beats when a claim is handed back
--- then five per entry:
---   name, action ('sent' | 'skipped' | 'release'), next due ms ('' = none), task id, due ms
--- 'sent' and 'skipped' reschedule at the next due time (or unschedule when there is none).
--- 'release' hands the claim back: the entry is due again at once, at its original due time.
--- A 'sent' run is recorded in the state even when the claim was taken over meanwhile: the
--- message went out.
--- Returns {claims finished, now_ms, earliest score left in the schedule or -1}.
-local bad = wrong_type({'zset', 'hash', 'hash', 'hash'})
+-- ARGV[4] = set an entry aside after this many failed sends in a row (0 = never)
+-- then six per entry:
+--   name, action ('sent' | 'skipped' | 'failed' | 'release'), next due ms ('' = none),
+--   task id, due ms, error ('' unless failed)
+-- 'sent', 'skipped' and 'failed' reschedule at the next due time (or unschedule when there is
+-- none). 'release' hands the claim back: the entry is due again at once, at its original due
+-- time. A 'sent' run is recorded in the state even when the claim was taken over meanwhile:
+-- the message went out. A 'failed' one (the message was refused for the entry) counts
+-- towards the entry's failures in a row, which a 'sent' one resets.
+-- Returns {claims finished, now_ms, earliest score left in the schedule or -1,
+--          {names set aside by this call}}.
+local bad = wrong_type({'zset', 'hash', 'hash', 'hash', 'hash'})
 if bad then
   return bad
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local beat, lease_until = ARGV[1], tonumber(ARGV[2])
+local quarantine_after = tonumber(ARGV[4])
 local finished = 0
 local released = 0
-for i = 4, #ARGV, 5 do
+local set_aside = {}
+
+local function load_state(name)
+  local ok, state = pcall(cjson.decode, redis.call('HGET', KEYS[3], name) or '{}')
+  if not ok or type(state) ~= 'table' then
+    state = {}
+  end
+  return state
+end
+
+-- One more failed send in a row; at the limit the entry is set aside like a corrupt one.
+local function record_failure(name, due, error)
+  local state = load_state(name)
+  local failures = (tonumber(state.failures) or 0) + 1
+  state.failures = failures
+  state.last_error = error
+  state.last_failed_at = now
+  state.last_failed_due = due
+  if quarantine_after > 0 and failures >= quarantine_after then
+    state.failures = nil
+    redis.call('HSET', KEYS[5], name, cjson.encode({
+      definition = redis.call('HGET', KEYS[4], name),
+      error = 'its last ' .. failures .. ' sends failed; the last one: ' .. error,
+      at = now, by = beat}))
+    redis.call('HDEL', KEYS[4], name)
+    redis.call('ZREM', KEYS[1], name)
+    redis.call('HDEL', KEYS[2], name)
+    set_aside[#set_aside + 1] = name
+  end
+  redis.call('HSET', KEYS[3], name, cjson.encode(state))
+end
+
+for i = 5, #ARGV, 6 do
   local name, action, next_due, task_id = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local due = tonumber(ARGV[i + 4])
   local raw = redis.call('HGET', KEYS[2], name)
@@ -34,8 +72,9 @@ for i = 4, #ARGV, 5 do
   if raw then
     ok, claim = pcall(cjson.decode, raw)
   end
-  if ok and type(claim) == 'table' and claim.beat == beat
-      and tonumber(claim.lease_until) == lease_until then
+  local mine = ok and type(claim) == 'table' and claim.beat == beat
+      and tonumber(claim.lease_until) == lease_until
+  if mine then
     finished = finished + 1
     redis.call('HDEL', KEYS[2], name)
     local untouched = tonumber(redis.call('ZSCORE', KEYS[1], name)) == lease_until
@@ -54,11 +93,14 @@ for i = 4, #ARGV, 5 do
       end
     end
   end
+  -- A failure counts once: a claim taken over meanwhile is the other beat's to count.
+  if action == 'failed' and mine and redis.call('HEXISTS', KEYS[4], name) == 1 then
+    record_failure(name, due, ARGV[i + 5])
+  end
   if action == 'sent' and redis.call('HEXISTS', KEYS[4], name) == 1 then
-    local sok, state = pcall(cjson.decode, redis.call('HGET', KEYS[3], name) or '{}')
-    if not sok or type(state) ~= 'table' then
-      state = {}
-    end
+    local state = load_state(name)
+    state.failures = nil
+    state.last_error = nil
     state.last_run_at = due
     state.last_sent_at = now
     state.total_run_count = (tonumber(state.total_run_count) or 0) + 1
@@ -73,4 +115,4 @@ if released > 0 then
   redis.pcall('PUBLISH', ARGV[3], 'released')
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return {finished, now, first[2] and tonumber(first[2]) or -1}
+return {finished, now, first[2] and tonumber(first[2]) or -1, set_aside}
