@@ -19,7 +19,7 @@ SENTINEL_PORT = 26379
 DEFAULTS: dict[str, Any] = {
     "redis_url": None,
     "key_prefix": "redisbeat",
-    "lease_seconds": 30.0,
+    "lease_seconds": 5.0,
     "batch_size": 100,
     "heartbeat_seconds": 10.0,
     "socket_timeout": 10.0,
@@ -97,7 +97,7 @@ class Config:
 
     redis_url: str
     key_prefix: str = "redisbeat"
-    lease_seconds: float = 30.0
+    lease_seconds: float = 5.0
     batch_size: int = 100
     heartbeat_seconds: float = 10.0
     max_loop_interval: float = 300.0

@@ -19,10 +19,12 @@ from dataclasses import replace
 
 import redis
 
+from .activity import Activity
 from .cache import EntryCache
 from .config import Config
 from .entry import Entry, occurrence_id
 from .errors import CorruptEntry, MessageRefused, RedisBeatError, RedisTrouble
+from .lease import LeaseKeeper
 from .records import Claim, ClaimBatch, FinishResult, Outcome
 from .store import ScheduleStore
 from .timing import from_ms
@@ -39,8 +41,11 @@ Flush = Callable[[], Mapping[str, str | None]]
 
 MIN_BACKOFF = 0.5
 MAX_BACKOFF = 10.0
-#: Stop sending a batch when less than this share of its lease is left.
-LEASE_SAFETY = 0.2
+#: While Redis cannot be reached, try it this often (seconds): a refused connection costs
+#: nothing, and the beats must be back within a fraction of a second of Redis.
+PROBE_INTERVAL = 0.2
+#: How far the Redis clock worked out from the last claim may be off.
+CLOCK_MARGIN_MS = 2000
 
 
 def make_beat_id() -> str:
@@ -83,6 +88,12 @@ class Dispatcher:
         #: nothing; a change heard on the events channel (new, edited, handed-back entries)
         #: brings it forward to now.
         self._claim_by = 0.0
+        self.leases = LeaseKeeper(store, self.beat_id, config.lease_seconds)
+        self.activity = Activity()
+        #: The Redis clock (ms) at the last claim, and the monotonic time it was asked for.
+        self._clock: tuple[int, float] | None = None
+        #: Set when a claim failed: the earliest Redis time a claim whose reply was lost ran.
+        self._lost_since: int | None = None
 
     # -- the loop step ------------------------------------------------------------------------
 
@@ -91,16 +102,12 @@ class Dispatcher:
         try:
             self._maybe_heartbeat()
             self._finish_leftovers()
+            self._hand_back_lost()
+            if self._listen():
+                self._claim_by = 0.0
             if time.monotonic() < self._claim_by and not self.stop_requested:
                 return self._sleep_until_claim()
-            # The lease runs from the moment Redis ran the claim, which is no earlier than
-            # this: a reply delayed on the way back must not stretch the time to send.
-            requested = time.monotonic()
-            batch = self.store.claim(self.beat_id, self.config.lease_ms, self.config.batch_size)
-            outcomes: list[Outcome] = []
-            # Registered before sending, so a failure mid-batch still finishes what was sent.
-            self._unfinished = (batch.lease_until_ms, outcomes)
-            self._handle(batch, requested, outcomes)
+            batch, outcomes = self._claim_and_send()
             now_ms, next_due_ms = batch.now_ms, batch.next_due_ms
             if batch.claims:
                 finished = self._finish_leftovers()
@@ -109,6 +116,7 @@ class Dispatcher:
         except (redis.RedisError, OSError) as exc:
             return self._backoff(exc)
         self._recovered()
+        self.activity.report()
         if any(o.action == "release" for o in outcomes) and not self.stop_requested:
             return self._backoff(None)
         self._failures = 0
@@ -116,21 +124,76 @@ class Dispatcher:
             return 0.0
         return self._delay(now_ms, next_due_ms)
 
+    def _claim_and_send(self) -> tuple[ClaimBatch, list[Outcome]]:
+        # The lease runs from the moment Redis ran the claim, which is no earlier than this:
+        # a reply delayed on the way back must not stretch the time to send.
+        requested = time.monotonic()
+        asked_ms = self._redis_now_ms(requested)
+        try:
+            batch = self.store.claim(self.beat_id, self.config.lease_ms, self.config.batch_size)
+        except (redis.RedisError, OSError):
+            # The claim may have run with its reply lost: hand such claims back once Redis
+            # answers, rather than leave them to their lease.
+            self._lost_since = min(self._lost_since or asked_ms, asked_ms)
+            raise
+        self._clock = (batch.now_ms, requested)
+        outcomes: list[Outcome] = []
+        # Registered before sending, so a failure mid-batch still finishes what was sent.
+        self._unfinished = (batch.lease_until_ms, outcomes)
+        if batch.claims:
+            self.leases.hold(batch.lease_until_ms, [c.name for c in batch.claims], requested)
+            try:
+                self._handle(batch, outcomes)
+            finally:
+                self._unfinished = (self.leases.release(), outcomes)
+        return batch, outcomes
+
+    def _redis_now_ms(self, at: float) -> int:
+        """The Redis clock at the monotonic time ``at``, from the last claim's (0: unknown),
+        less a margin for the two clocks' drift."""
+        if self._clock is None:
+            return 0
+        redis_ms, then = self._clock
+        return redis_ms + int((at - then) * 1000) - CLOCK_MARGIN_MS
+
+    def _hand_back_lost(self) -> None:
+        if self._lost_since is None:
+            return
+        # No claim this beat knows of is in hand here: any other it holds was lost.
+        count = self.store.expire_lost(self.beat_id, self._lost_since, self.config.lease_ms)
+        self._lost_since = None
+        if count:
+            self._claim_by = 0.0
+            log.warning(
+                "redisbeat: handed back %d claim(s) whose reply was lost with the connection",
+                count,
+            )
+
+    def _listen(self) -> bool:
+        """Subscribe to changes before claiming (again after a reconnect), so none published
+        from then on is missed; True when one was heard, or may have been missed."""
+        if self._deaf is not None:
+            return False
+        try:
+            return self.store.changes_pending()
+        except redis.ResponseError as exc:
+            self._cannot_listen(exc)
+            return True
+
     def _sleep_until_claim(self) -> float:
         return max(0.0, min(self._claim_by, self._next_heartbeat) - time.monotonic())
 
-    def _handle(self, batch: ClaimBatch, requested: float, outcomes: list[Outcome]) -> None:
+    def _handle(self, batch: ClaimBatch, outcomes: list[Outcome]) -> None:
         try:
-            self._send_all(batch, requested, outcomes)
+            self._send_all(batch, outcomes)
         finally:
             # Whatever stopped the loop, what was buffered goes out (or is handed back).
             self._flush(outcomes)
 
-    def _send_all(self, batch: ClaimBatch, requested: float, outcomes: list[Outcome]) -> None:
-        deadline = requested + self.config.lease_seconds * (1 - LEASE_SAFETY)
+    def _send_all(self, batch: ClaimBatch, outcomes: list[Outcome]) -> None:
         received = time.monotonic()
         for claim in batch.claims:
-            if self.stop_requested or time.monotonic() > deadline:
+            if self.stop_requested or time.monotonic() > self.leases.deadline():
                 # Not started: hand it back so another beat sends it now.
                 outcomes.append(Outcome(claim.name, "release", claim.due_ms))
                 continue
@@ -141,7 +204,9 @@ class Dispatcher:
                 continue
             # The Redis clock now, read off the claim's TIME plus the time spent since.
             now_ms = batch.now_ms + int((time.monotonic() - received) * 1000)
-            outcomes.append(self._send(entry, claim, now_ms))
+            outcome = self._send(entry, claim, now_ms)
+            self.activity.record(outcome, now_ms - outcome.due_ms, claim.recovered)
+            outcomes.append(outcome)
 
     def _send(self, entry: Entry, claim: Claim, now_ms: int) -> Outcome:
         tz = self.store.timezone
@@ -265,17 +330,7 @@ class Dispatcher:
             if self.store.wait_for_change(seconds):
                 self._claim_by = 0.0
         except redis.ResponseError as exc:
-            # Listening was refused (an ACL without the events channel, say): the beat works
-            # on, and notices changes when it next wakes up on its own.
-            self._claim_by = 0.0
-            if self._deaf is None:
-                self._deaf = RedisTrouble.of(exc)
-                log.warning(
-                    "redisbeat: %s; this beat cannot listen for changes on %s and notices "
-                    "them only when it next wakes up",
-                    self._deaf.describe(self.store.describe()),
-                    self.store.keys.events,
-                )
+            self._cannot_listen(exc)
             time.sleep(max(0.0, deadline - time.monotonic()))
         except (redis.RedisError, OSError) as exc:
             self._backoff(exc)
@@ -284,22 +339,42 @@ class Dispatcher:
                 log.warning("redisbeat: this beat listens for changes again")
                 self._deaf = None
 
+    def _cannot_listen(self, exc: redis.ResponseError) -> None:
+        # Listening was refused (an ACL without the events channel, say): the beat works on,
+        # and notices changes when it next wakes up on its own.
+        self._claim_by = 0.0
+        if self._deaf is None:
+            self._deaf = RedisTrouble.of(exc)
+            log.warning(
+                "redisbeat: %s; this beat cannot listen for changes on %s and notices "
+                "them only when it next wakes up",
+                self._deaf.describe(self.store.describe()),
+                self.store.keys.events,
+            )
+
     # -- outages and refusals -----------------------------------------------------------------
 
     def _backoff(self, exc: BaseException | None) -> float:
         self._claim_by = 0.0
-        self._failures += 1
-        delay = min(MAX_BACKOFF, MIN_BACKOFF * 2.0 ** (self._failures - 1))
-        if exc is not None:
-            trouble = RedisTrouble.of(exc)
+        trouble = None if exc is None else RedisTrouble.of(exc)
+        if trouble is not None and trouble.kind == "unavailable":
+            delay = PROBE_INTERVAL
+        else:
+            # Redis answers but refuses (or the broker fails): back off, doubling.
+            self._failures += 1
+            delay = min(MAX_BACKOFF, MIN_BACKOFF * 2.0 ** (self._failures - 1))
+        if trouble is not None:
             if self._down_since is None:
                 self._down_since = time.monotonic()
             # One line per kind of trouble for the whole episode, however many ticks it lasts.
             if (trouble.kind, trouble.key) not in self._logged:
                 self._logged.add((trouble.kind, trouble.key))
                 log.error(
-                    "redisbeat: %s; retrying with backoff",
+                    "redisbeat: %s; %s",
                     trouble.describe(self.store.describe()),
+                    f"trying again every {delay} s"
+                    if trouble.kind == "unavailable"
+                    else "retrying with backoff",
                 )
             self._trouble = trouble
         return delay
@@ -324,6 +399,7 @@ class Dispatcher:
     def close(self) -> None:
         """Finish what is in hand and deregister; Redis trouble here is logged, not raised."""
         try:
+            self.leases.close()
             self._finish_leftovers()
             self.store.deregister(self.beat_id)
         except (redis.RedisError, OSError) as exc:

@@ -11,7 +11,17 @@ import redis
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError
 
-NAMES = ("claim", "finish", "upsert", "remove", "quarantine", "run_now", "heartbeat")
+NAMES = (
+    "claim",
+    "finish",
+    "renew",
+    "expire_lost",
+    "upsert",
+    "remove",
+    "quarantine",
+    "run_now",
+    "heartbeat",
+)
 #: Tries of redis-py's Script call (each loads the script again once on NOSCRIPT) per call.
 MAX_RELOADS = 3
 
@@ -57,6 +67,8 @@ class Scripts:
 
     claim: Script
     finish: Script
+    renew: Script
+    expire_lost: Script
     upsert: Script
     remove: Script
     quarantine: Script

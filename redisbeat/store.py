@@ -394,6 +394,31 @@ class ScheduleStore:
             tuple(text(n) for n in quarantined),
         )
 
+    def renew(self, beat_id: str, lease_until_ms: int, names: list[str], lease_ms: int) -> int:
+        """Extend the claims on ``names`` this beat holds under ``lease_until_ms``; returns
+        the new lease_until (from now, by the Redis clock)."""
+        k = self.keys
+        lease_until, _ = self.replicas.eval(
+            strict=False,
+            script=self.scripts.renew,
+            keys=[k.schedule, k.inflight],
+            args=[beat_id, lease_until_ms, lease_ms, *(wire(n) for n in names)],
+        )
+        return int(lease_until)
+
+    def expire_lost(self, beat_id: str, since_ms: int, lease_ms: int) -> int:
+        """End now the leases of this beat's claims taken since ``since_ms`` whose reply it
+        never got; returns how many. The beat must hold no claim it knows of."""
+        k = self.keys
+        return int(
+            self.replicas.eval(
+                strict=False,
+                script=self.scripts.expire_lost,
+                keys=[k.schedule, k.inflight],
+                args=[beat_id, since_ms + lease_ms, lease_ms, k.events],
+            )
+        )
+
     def quarantine(self, name: str, definition: str, error: str, by: str) -> bool:
         k = self.keys
         return bool(
@@ -416,13 +441,42 @@ class ScheduleStore:
     def subscribe(self) -> None:
         """Start listening for changes (before the first claim, so none is missed)."""
         if self._pubsub is None:
-            pubsub = self.client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+            # Subscribe confirmations are kept: a read that returns None then means that
+            # nothing is waiting, which draining relies on.
+            pubsub = self.client.pubsub(ignore_subscribe_messages=False)  # type: ignore[no-untyped-call]
             try:
                 pubsub.subscribe(self.keys.events)
             except redis.RedisError:
                 pubsub.close()
                 raise
             self._pubsub = pubsub
+
+    def changes_pending(self) -> bool:
+        """Subscribe if not subscribed, and take every change published since the last look,
+        without waiting. True when one was, or may have been missed: the subscription is
+        new (a lost connection drops it), so a change published before it was not heard."""
+        try:
+            return self._look()
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            # The listening connection alone may have been lost: one fresh try.
+            self._drop_subscription()
+        try:
+            return self._look()
+        except (redis.RedisError, OSError):
+            self._drop_subscription()
+            raise
+
+    def _look(self) -> bool:
+        fresh = self._pubsub is None
+        self.subscribe()
+        return self._drain() or fresh
+
+    def _drain(self) -> bool:
+        """Read what the subscription holds without blocking; True if a change was in it."""
+        changed = False
+        while (message := self._pubsub.get_message(timeout=0)) is not None:
+            changed = changed or message.get("type") == "message"
+        return changed
 
     def wait_for_change(self, timeout: float) -> bool:
         """Block up to ``timeout`` seconds for a change; True when one arrived."""
@@ -433,8 +487,7 @@ class ScheduleStore:
                 message = self._pubsub.get_message(timeout=remaining)
                 if message is not None and message.get("type") == "message":
                     # A burst of changes needs one claim, not one per message.
-                    while self._pubsub.get_message(timeout=0) is not None:
-                        pass
+                    self._drain()
                     return True
         except (redis.RedisError, OSError):
             self._drop_subscription()

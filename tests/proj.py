@@ -15,7 +15,8 @@ app = Celery("proj")
 app.conf.broker_url = os.environ["TEST_BROKER_URL"]
 app.conf.redisbeat_redis_url = os.environ["TEST_STORE_URL"]
 app.conf.redisbeat_key_prefix = os.environ.get("TEST_PREFIX", "redisbeat")
-app.conf.redisbeat_lease_seconds = float(os.environ.get("TEST_LEASE", "30"))
+if os.environ.get("TEST_LEASE"):  # else redisbeat's default
+    app.conf.redisbeat_lease_seconds = float(os.environ["TEST_LEASE"])
 app.conf.redisbeat_heartbeat_seconds = float(os.environ.get("TEST_HEARTBEAT", "10"))
 app.conf.redisbeat_batch_size = int(os.environ.get("TEST_BATCH", "100"))
 app.conf.beat_max_loop_interval = float(os.environ.get("TEST_MAX_INTERVAL", "60"))

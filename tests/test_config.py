@@ -19,7 +19,7 @@ def test_the_store_defaults_to_a_redis_broker_url_and_celerys_time_zone():
     config = Config.from_app(app_with(broker_url="redis://h:6379/2", timezone="Europe/Berlin"))
     assert config.redis_url == "redis://h:6379/2"
     assert config.timezone == "Europe/Berlin"
-    assert (config.key_prefix, config.lease_seconds, config.batch_size) == ("redisbeat", 30.0, 100)
+    assert (config.key_prefix, config.lease_seconds, config.batch_size) == ("redisbeat", 5.0, 100)
 
 
 def test_a_non_redis_broker_without_a_redis_url_stops_startup_with_a_clear_error():

@@ -389,8 +389,9 @@ def test_the_dispatcher_hands_back_exactly_the_occurrences_a_flush_reports_unsen
     def publish(entry: Entry, task_id: str, due_ms: int, now_ms: int) -> None:
         buffered.append(task_id)
 
-    def flush() -> set[str]:
-        return {buffered[1]}  # the second one did not go out
+    def flush() -> dict[str, str | None]:
+        # The second one did not go out (the broker failed); the third was refused.
+        return {buffered[1]: None, buffered[2]: "TypeError: bad arguments"}
 
     now = store.now_ms()
     dues = {}
@@ -401,9 +402,13 @@ def test_the_dispatcher_hands_back_exactly_the_occurrences_a_flush_reports_unsen
     config = Config(redis_url="redis://unused", key_prefix=store.keys.prefix)
     Dispatcher(store, config, publish, flush=flush, beat_id=BEAT).tick()
     runs = {name: store.state(name).total_run_count for name in dues}
-    assert runs == {"a": 1, "b": 0, "c": 1}
+    assert runs == {"a": 1, "b": 0, "c": 0}
     assert client.zscore(store.keys.schedule, "b") == dues["b"]
     assert client.zscore(store.keys.schedule, "a") == dues["a"] + 60_000
+    assert client.zscore(store.keys.schedule, "c") == dues["c"] + 60_000
+    assert (
+        store.state("c").failures == 1 and store.state("c").last_error == "TypeError: bad arguments"
+    )
 
 
 @pytest.mark.parametrize("entry", [e for e in ENTRIES if e.name in REUSED], ids=lambda e: e.name)

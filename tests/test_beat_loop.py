@@ -1,0 +1,149 @@
+"""One beat's loop against what a real deployment does to it: changes published at awkward
+moments, a listening connection cut, a slow broker, a claim whose reply is lost, an outage.
+
+A beat's loop runs in-process (the publish callable is redisbeat's own boundary) against
+real redis-server processes, with a TCP proxy where the link itself must misbehave.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+from servers import RedisServer, wait_until
+from test_dispatcher import Recorder, dispatcher, every, make_due
+
+from benchmarks.chaos.proxy import TcpProxy
+from redisbeat import Entry, ScheduleStore, occurrence_id
+from redisbeat.activity import Activity
+
+
+def test_a_change_published_between_the_first_claim_and_the_first_wait_wakes_the_beat(
+    store, redis_server
+):
+    d = dispatcher(store, Recorder(), max_loop_interval=30.0, heartbeat_seconds=30.0)
+    assert d.tick() > 5  # nothing due: it would sleep
+    editor = ScheduleStore(redis.Redis.from_url(redis_server.url(), decode_responses=True))
+    editor.keys = store.keys
+    editor.upsert(every("new", 3600))  # published before the beat ever waited
+    editor.close()
+    t0 = time.monotonic()
+    d.wait(5)
+    assert time.monotonic() - t0 < 1, "the change was not heard"
+
+
+def test_a_cut_listening_connection_is_resubscribed_before_the_next_claim(store, client, caplog):
+    d = dispatcher(store, Recorder(), max_loop_interval=30.0, heartbeat_seconds=30.0)
+    d.tick()
+    client.client_kill_filter(_type="pubsub")
+    with caplog.at_level(logging.WARNING, logger="redisbeat"):
+        d.tick()
+        store.upsert(every("new", 3600))
+        t0 = time.monotonic()
+        d.wait(5)
+    assert time.monotonic() - t0 < 1, "the change was not heard"
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+
+
+@pytest.fixture
+def proxy(redis_server: RedisServer) -> Iterator[TcpProxy]:
+    p = TcpProxy(redis_server.port).start()
+    yield p
+    p.stop()
+
+
+def test_a_claim_whose_reply_was_lost_is_handed_back_as_soon_as_redis_answers(
+    store, client, proxy, caplog
+):
+    """Without it, the occurrence would wait for its 30 s lease to run out."""
+    linked = ScheduleStore(
+        redis.Redis.from_url(proxy.url(), decode_responses=True, socket_timeout=1),
+        prefix=store.keys.prefix,
+    )
+    linked.upsert(every("e", 3600))
+    rec = Recorder()
+    d = dispatcher(linked, rec, lease_seconds=30.0)
+    d.tick()  # registers, subscribes, claims nothing yet
+    store.run_now("e")  # due now, and the beat hears of it
+    due = int(client.zscore(store.keys.schedule, "e"))
+    claim_sha = linked.scripts.claim.sha.encode()
+    proxy.stall_replies(from_request=lambda chunk: claim_sha in chunk)
+    assert d.tick() > 0  # the claim ran in Redis; its reply never came
+    proxy.heal()
+    assert client.hexists(store.keys.inflight, "e")
+    with caplog.at_level(logging.WARNING, logger="redisbeat"):
+        wait_until(lambda: (d.tick(), rec.sent)[1], 5, "the lost claim to be sent")
+    assert rec.sent == [("e", due, occurrence_id(store.keys.prefix, "e", due))]
+    assert "handed back 1 claim(s) whose reply was lost" in caplog.text
+    assert not client.hexists(store.keys.inflight, "e")
+    linked.close()
+
+
+def test_a_batch_sent_for_longer_than_its_lease_is_renewed_and_never_taken_over(store, client):
+    store.upsert_many([every(f"e{i}") for i in range(3)])
+    dues = {f"e{i}": make_due(client, store, f"e{i}", 5) for i in range(3)}
+    release = threading.Event()
+    slow = Recorder()
+    original = slow.__call__
+
+    def publish(entry: Entry, task_id: str, due_ms: int, now_ms: int) -> None:
+        release.wait(10)  # a broker that takes 3 s for the first message
+        original(entry, task_id, due_ms, now_ms)
+
+    d = dispatcher(store, slow, lease_seconds=1.0)
+    d.publish = publish
+    sender = threading.Thread(target=d.tick)
+    sender.start()
+    wait_until(lambda: client.hlen(store.keys.inflight) == 3, 5, "the slow beat to claim")
+    other = dispatcher(store, Recorder(), lease_seconds=1.0)
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        assert other.store.claim(other.beat_id, 1000, 10).claims == []
+        time.sleep(0.05)
+    release.set()
+    sender.join(10)
+    assert sorted(slow.sent) == sorted(
+        (n, due, occurrence_id(store.keys.prefix, n, due)) for n, due in dues.items()
+    )
+    assert client.hlen(store.keys.inflight) == 0
+    assert store.state("e0").total_run_count == 1
+    d.close()
+
+
+def test_while_redis_is_down_a_beat_tries_it_every_fraction_of_a_second_and_logs_once(
+    own_redis: RedisServer, caplog
+):
+    client = redis.Redis.from_url(own_redis.url(), decode_responses=True, socket_timeout=2)
+    store = ScheduleStore(client, prefix="p")
+    store.upsert(every("e", 60))
+    rec = Recorder()
+    d = dispatcher(store, rec)
+    d.tick()
+    make_due(client, store, "e", 5)  # due while Redis is down (kept in its append-only file)
+    own_redis.stop()
+    with caplog.at_level(logging.ERROR, logger="redisbeat"):
+        delays = [d.tick() for _ in range(20)]
+    assert max(delays) <= 0.25
+    assert len([r for r in caplog.records if "unavailable" in r.message]) == 1
+    own_redis.start()
+    t0 = time.monotonic()
+    wait_until(lambda: (d.tick(), rec.sent)[1], 5, "a send after Redis came back", interval=0)
+    assert time.monotonic() - t0 < 1
+    store.close()
+
+
+def test_the_activity_line_says_how_much_was_sent_how_late_and_what_was_recovered(caplog):
+    from redisbeat.records import Outcome
+
+    activity = Activity(period=0)
+    for late in range(100):
+        activity.record(Outcome("e", "sent", 0), late, recovered=late == 7)
+    activity.record(Outcome("f", "failed", 0), 5, recovered=False)
+    with caplog.at_level(logging.INFO, logger="redisbeat"):
+        activity.report()
+    assert "sent 100 occurrence(s) (late p50 50 ms, p99 99 ms, max 99 ms)" in caplog.text
+    assert "recovered 1 claim(s)" in caplog.text and "failed 1" in caplog.text
