@@ -402,6 +402,7 @@ class Dispatcher:
             self.leases.close()
             self._finish_leftovers()
             self.store.deregister(self.beat_id)
+            log.info("redisbeat: beat %s stopped and deregistered", self.beat_id)
         except (redis.RedisError, OSError) as exc:
             log.warning("redisbeat: could not deregister beat %s: %s", self.beat_id, exc)
         finally:

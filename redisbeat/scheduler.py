@@ -7,8 +7,10 @@ Run it with ``celery -A proj beat -S redisbeat.RedisScheduler`` (or set
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
+import weakref
 from dataclasses import replace
 from types import FrameType
 from typing import Any
@@ -24,6 +26,18 @@ from .sync import CONFIG_SOURCE, config_entries
 
 log = logging.getLogger(__name__)
 
+#: app -> (pid, beat id): one id per beat process, whichever scheduler object asks (Celery
+#: makes a second one just to print the banner).
+_BEAT_IDS: weakref.WeakKeyDictionary[Any, tuple[int, str]] = weakref.WeakKeyDictionary()
+
+
+def process_beat_id(app: Any) -> str:
+    """This process's beat id for ``app``: the same in the banner, headers and ``beats()``."""
+    known = _BEAT_IDS.get(app)
+    if known is None or known[0] != os.getpid():  # a forked child is a beat of its own
+        known = _BEAT_IDS[app] = (os.getpid(), make_beat_id())
+    return known[1]
+
 
 class RedisScheduler(Scheduler):
     """Celery beat scheduler whose entries live in Redis, shared by every beat."""
@@ -37,7 +51,7 @@ class RedisScheduler(Scheduler):
         # `celery beat --max-interval` reaches the scheduler, not the settings.
         self.config = replace(config, max_loop_interval=float(self.max_interval or 300))
         self.store = ScheduleStore.from_config(self.config)
-        beat_id = make_beat_id()
+        beat_id = process_beat_id(app)
         # Through one producer, the scheduler's (Celery may make a new one after close()).
         self.publisher = Publisher(
             app, lambda: self.producer, beat_id, self.config.entry_cache_size
@@ -90,7 +104,15 @@ class RedisScheduler(Scheduler):
 
     @property
     def info(self) -> str:
-        return f"redisbeat: {self.store.describe()} beat={self.dispatcher.beat_id}"
+        # Celery prints this under "scheduler" in the banner, at any log level.
+        return "\n".join(
+            [
+                f"    . redisbeat -> {self.store.describe()}",
+                f"    . beat id -> {self.dispatcher.beat_id}",
+                "    . note -> beats only send tasks: a Celery worker runs them. Each send",
+                "      is logged at --loglevel=INFO, with a summary line every minute.",
+            ]
+        )
 
     # -- the Celery side of sending -----------------------------------------------------------
 
