@@ -6,9 +6,9 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
 LINT_PATHS := redisbeat redisbeat_django tests example_project benchmarks
 
-.PHONY: demo test chaos bench lint pytest redis-server postgresql chromium faketime venv clean
+.PHONY: demo test chaos bench lint pytest pytest-oldest redis-server postgresql chromium faketime venv clean
 
-test: lint pytest
+test: lint pytest pytest-oldest
 
 venv: $(STAMP)
 
@@ -20,13 +20,35 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
+# Another apt process (unattended upgrades, say) holding the dpkg lock: wait for it.
+APT_WAIT := -o DPkg::Lock::Timeout=600
+
+# The Celery-facing tests (messages, the beat loop, real beats, the Django sync and import)
+# again on the oldest releases pyproject.toml accepts, in a venv of their own.
+OLDEST_VENV  := .venv-oldest
+OLDEST_STAMP := $(OLDEST_VENV)/.installed-oldest
+OLDEST_PINS  := 'celery[redis]==5.3.0' 'kombu==5.3.0' 'redis==5.0.0' 'Django==4.2.*'
+OLDEST_TESTS := tests/test_publisher.py tests/test_dispatcher.py tests/test_beat_loop.py \
+	tests/test_bad_entries.py tests/test_beat_process.py tests/test_beats.py \
+	tests/test_outages.py tests/djangotests/test_django_sync.py \
+	tests/djangotests/test_django_import.py
+
+$(OLDEST_STAMP): pyproject.toml Makefile
+	test -x $(OLDEST_VENV)/bin/python || $(PYTHON) -m venv $(OLDEST_VENV)
+	$(OLDEST_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(OLDEST_VENV)/bin/python -m pip install --quiet -e '.[dev]' $(OLDEST_PINS)
+	touch $@
+
+pytest-oldest: $(OLDEST_STAMP) redis-server postgresql
+	$(OLDEST_VENV)/bin/python -m pytest $(OLDEST_TESTS) $(PYTEST_ARGS)
+
 # The tests start their own private redis-server processes; this only makes
 # sure the binary exists.
 redis-server:
 	@if command -v redis-server >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		echo "redis-server not found: installing it with apt-get"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
+		apt-get $(APT_WAIT) update -qq && DEBIAN_FRONTEND=noninteractive apt-get $(APT_WAIT) install -y -qq redis-server >/dev/null; \
 	else \
 		echo "redis-server is not installed. Install it (Debian/Ubuntu: sudo apt-get install redis-server," \
 		     "macOS: brew install redis) and run make again."; \
@@ -39,7 +61,7 @@ chromium:
 	@if [ -x "$${CHROMIUM:-/usr/bin/chromium}" ] || command -v chromium >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		echo "chromium not found: installing it with apt-get"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+		apt-get $(APT_WAIT) update -qq && DEBIAN_FRONTEND=noninteractive apt-get $(APT_WAIT) install -y -qq chromium >/dev/null; \
 	else \
 		echo "chromium is not installed. Install it (Debian: sudo apt-get install chromium," \
 		     "Ubuntu: sudo snap install chromium) or point CHROMIUM at a Chromium binary," \
@@ -55,7 +77,7 @@ postgresql:
 		echo "PostgreSQL not found: installing its binaries with apt-get (no cluster is created)"; \
 		mkdir -p /etc/postgresql-common/createcluster.d && \
 		echo "create_main_cluster = false" > /etc/postgresql-common/createcluster.d/redisbeat.conf && \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+		apt-get $(APT_WAIT) update -qq && DEBIAN_FRONTEND=noninteractive apt-get $(APT_WAIT) install -y -qq postgresql >/dev/null; \
 	else \
 		echo "PostgreSQL is not installed. Install it (Debian/Ubuntu: sudo apt-get install postgresql," \
 		     "macOS: brew install postgresql) or set PG_BINDIR, and run make again."; \
@@ -67,7 +89,7 @@ faketime:
 	@if ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || [ -e /usr/lib/faketime/libfaketime.so.1 ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		echo "libfaketime not found: installing it with apt-get"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime >/dev/null; \
+		apt-get $(APT_WAIT) update -qq && DEBIAN_FRONTEND=noninteractive apt-get $(APT_WAIT) install -y -qq faketime >/dev/null; \
 	else \
 		echo "libfaketime is not installed. Install it (Debian/Ubuntu: sudo apt-get install faketime," \
 		     "macOS: brew install libfaketime) and run make again."; \
@@ -106,4 +128,4 @@ demo: venv redis-server
 	$(PY) example_project/demo.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(OLDEST_VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+import celery
 from celery import Celery, signals
 from celery.app.amqp import AMQP
 from celery.app.routes import MapRoute
@@ -52,6 +53,11 @@ BATCH_OPTIONS = frozenset(
         "immediate",
     }
 )
+
+
+#: What ``Celery.send_task`` sends as ``ignore_result`` when neither an option nor the task
+#: says: False up to Celery 5.6, None since 5.7.
+SEND_TASK_IGNORE_RESULT = None if tuple(celery.VERSION[:2]) >= (5, 7) else False
 
 
 @dataclass
@@ -89,7 +95,7 @@ class TaskMessages:
             and not conf.task_always_eager
             and not conf.task_send_sent_event
         )
-        self.defaults = Defaults.of(conf)
+        self.defaults = Defaults.of(conf, amqp)
 
     def template(self, entry: Entry) -> Template:
         task = self.app.tasks.get(entry.task)
@@ -107,7 +113,8 @@ class TaskMessages:
         first = sibling.first
         if first is None or not t.modelled or signals.before_task_publish.receivers:
             return
-        levels = self.app.conf.task_repr_maxlevels
+        # Celery 5.5 made the depth a setting; before, saferepr's default (3) applied.
+        levels = self.app.conf.get("task_repr_maxlevels", 3)
         t.reprs = {
             "argsrepr": saferepr(t.args, self.amqp.argsrepr_maxsize, maxlevels=levels),
             "kwargsrepr": saferepr(t.kwargs, self.amqp.kwargsrepr_maxsize, maxlevels=levels),
@@ -170,7 +177,7 @@ class TaskMessages:
         time_limit = options.pop("time_limit", None)
         soft_time_limit = options.pop("soft_time_limit", None)
         options.pop("expires", None)
-        ignore_result = options.pop("ignore_result", None)
+        ignore_result = options.pop("ignore_result", SEND_TASK_IGNORE_RESULT)
         options = self.amqp.router.route(options, name, args, kwargs, task)
         if seconds is not None:
             options["expiration"] = seconds
@@ -280,10 +287,13 @@ def _plain_task(task: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> boo
     """True when ``task.apply_async`` is Celery's own and accepts these arguments."""
     if task is None:
         return True  # sent by name
+    # Private names are read defensively: a Celery release that lacks one (Celery 5.3 and 5.4
+    # have no pydantic support) sends the same message, and one that changed more is left
+    # to apply_async by the publisher.
     if (
         type(task).apply_async is not Task.apply_async
-        or task.__v2_compat__
-        or task._dump_pydantic_arguments is not None
+        or getattr(task, "__v2_compat__", False)
+        or getattr(task, "_dump_pydantic_arguments", None) is not None
         or (task.soft_time_limit and task.time_limit and task.soft_time_limit > task.time_limit)
     ):
         return False

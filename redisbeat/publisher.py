@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from kombu.exceptions import OperationalError
+from kombu.exceptions import OperationalError, SerializationError
 
 from .cache import LRU
 from .entry import Entry
@@ -26,6 +26,16 @@ from .timing import from_ms
 
 log = logging.getLogger(__name__)
 
+#: What Celery's apply_async raises for a message it refuses to build for the entry: arguments
+#: the task's signature refuses, option values of the wrong type or range, an unknown queue
+#: (a LookupError), arguments the serializer cannot encode or may not use. Any other error
+#: (the broker's, or one of the environment) hands the occurrence back to be tried again.
+ENTRY_ERRORS: tuple[type[BaseException], ...] = (
+    TypeError,
+    ValueError,
+    LookupError,
+    SerializationError,
+)
 #: Most commands kombu buffers before sending them on its own: more than a batch holds, so a
 #: batch goes out in one round trip, and a failed one is handed back whole.
 MAX_BUFFERED = 1_000_000
@@ -79,18 +89,27 @@ class Publisher:
         self._declared_by: Any = None
         #: Occurrences to send with apply_async when the batch is flushed.
         self._deferred: list[tuple[Entry, str, dict[str, Any]]] = []
+        #: Tasks whose messages the batched path could not build (warned about once each).
+        self._fell_back: set[str] = set()
 
     def __call__(self, entry: Entry, task_id: str, due_ms: int, now_ms: int) -> None:
         """Buffer one occurrence; an error raised here means it will not be sent:
-        :class:`MessageRefused` when the entry is the cause, the broker's error otherwise."""
+        :class:`MessageRefused` when the entry is the cause, the broker's error otherwise.
+        What the batched path cannot build is sent by ``apply_async`` at :meth:`flush`."""
         try:
             options = message_options(entry, due_ms, now_ms, self.beat_id)
+        except Exception as exc:
+            raise MessageRefused(entry.name, _reason(exc)) from exc
+        try:
             template = self._template(entry)
             published = self._publish(template, task_id, options) if template.modelled else None
         except Exception as exc:
             if self._broker_failure(exc):
                 raise
-            raise MessageRefused(entry.name, _reason(exc)) from exc
+            # What the fast path cannot build, apply_async may: it decides, and its error (if
+            # it has one) names what is wrong with the entry.
+            self._fall_back(entry, exc)
+            published = None
         if published is None:
             self._deferred.append((entry, task_id, options))
         else:
@@ -121,12 +140,25 @@ class Publisher:
             try:
                 self._apply_async(entry, task_id, options)
             except Exception as exc:
-                if self._broker_failure(exc):
+                if isinstance(exc, ENTRY_ERRORS) and not self._broker_failure(exc):
+                    failed[task_id] = _reason(exc)
+                else:
                     log.exception("redisbeat: could not send %s; handing it back", entry.name)
                     failed[task_id] = None
-                else:
-                    failed[task_id] = _reason(exc)
         return failed
+
+    def _fall_back(self, entry: Entry, exc: BaseException) -> None:
+        known = self._by_entry.get(id(entry))
+        if known is not None and known[0] is entry:
+            known[1].modelled = False  # its twins (same task, arguments, options) too
+        if entry.task not in self._fell_back:
+            self._fell_back.add(entry.task)
+            log.warning(
+                "redisbeat: messages of %s are sent with apply_async: the batched path "
+                "could not build one (%s)",
+                entry.task,
+                _reason(exc),
+            )
 
     def _broker_failure(self, exc: BaseException) -> bool:
         """True for a failure of the broker connection (the message may be sent later), False

@@ -10,12 +10,18 @@ later messages of the same entry are made.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
+from importlib.metadata import version
 from typing import Any
 
 from celery import signals
 from kombu import serialization
 from kombu.common import Broadcast
+
+#: kombu 5.5 declares a message's queue with the publish's retry policy; earlier releases
+#: declare it without retrying (and cannot retry the declaration of an unbound queue).
+DECLARE_WITH_RETRY = tuple(int(n) for n in version("kombu").split(".")[:2]) >= (5, 5)
 
 
 @dataclass(frozen=True)
@@ -28,9 +34,13 @@ class Defaults:
     routing_key: str | None
     serializer: str
     compression: str | None
+    #: Whether this Celery hands ``timeout`` and ``confirm_timeout`` to the producer as
+    #: arguments of their own (5.5 and later); before, they were message properties.
+    timeouts: bool = True
 
     @classmethod
-    def of(cls, conf: Any) -> Defaults:
+    def of(cls, conf: Any, amqp: Any) -> Defaults:
+        parameters = inspect.signature(amqp.send_task_message).parameters
         return cls(
             retry=conf.task_publish_retry,
             policy=conf.task_publish_retry_policy,
@@ -38,6 +48,7 @@ class Defaults:
             routing_key=conf.task_default_routing_key,
             serializer=conf.task_serializer,
             compression=conf.task_compression,
+            timeouts="confirm_timeout" in parameters,
         )
 
 
@@ -159,9 +170,12 @@ def send_task_message(
         "retry": retry,
         "retry_policy": policy,
         "delivery_mode": delivery_mode,
-        "timeout": timeout,
-        "confirm_timeout": confirm_timeout,
     }
+    timeouts = {"timeout": timeout, "confirm_timeout": confirm_timeout}
+    if defaults.timeouts:
+        publish.update(timeouts)
+    else:
+        properties.update((k, v) for k, v in timeouts.items() if v is not None)
     declare_once(producer, declare or (), publish, declared)
     serializer = serializer or defaults.serializer
     content = serialised(bodies, body, serializer)
@@ -188,7 +202,10 @@ def declare_once(
     (an auto-delete or transient queue): those are declared every time, as by kombu."""
     for entity in entities:
         if id(entity) not in declared:
-            producer.maybe_declare(entity, retry=publish["retry"], **publish["retry_policy"])
+            if DECLARE_WITH_RETRY:
+                producer.maybe_declare(entity, retry=publish["retry"], **publish["retry_policy"])
+            else:
+                producer.maybe_declare(entity)
             if getattr(entity, "can_cache_declaration", False):
                 declared[id(entity)] = entity
 
