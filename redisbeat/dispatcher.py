@@ -61,7 +61,7 @@ class Dispatcher:
         *,
         flush: Flush | None = None,
         beat_id: str | None = None,
-        on_registered: Callable[[], None] | None = None,
+        on_heartbeat: Callable[[str | None], None] | None = None,
     ) -> None:
         self.store = store
         self.config = config
@@ -69,11 +69,11 @@ class Dispatcher:
         self.flush = flush
         self.entries = EntryCache(config.entry_cache_size)
         self.beat_id = beat_id or make_beat_id()
-        #: Called whenever this beat (re)registers: at start, and when Redis lost its data.
-        self.on_registered = on_registered
+        #: Called at every heartbeat with the version of the beat_schedule the deployment
+        #: follows (None: none, or Redis lost its data); retried at the next tick if it fails.
+        self.on_heartbeat = on_heartbeat
         self.stop_requested = False
         self._next_heartbeat = 0.0
-        self._registration_pending = False
         self._unfinished: tuple[int, list[Outcome]] | None = None
         self._failures = 0
         self._down_since: float | None = None
@@ -294,18 +294,20 @@ class Dispatcher:
 
     def _maybe_heartbeat(self) -> None:
         now = time.monotonic()
-        if now >= self._next_heartbeat:
-            if self.store.heartbeat(self.beat_id):
-                self._registration_pending = True
-            self._next_heartbeat = now + self.config.heartbeat_seconds
-        if self._registration_pending and self.on_registered is not None:
-            # Cleared only once it succeeds, so an outage halfway through retries it.
-            try:
-                self.on_registered()
-            except RedisBeatError as exc:
-                log.error("redisbeat: could not sync at registration, will retry: %s", exc)
-                return
-        self._registration_pending = False
+        if now < self._next_heartbeat:
+            return
+        version = self.store.heartbeat(self.beat_id)
+        self._next_heartbeat = now + self.config.heartbeat_seconds
+        if self.on_heartbeat is None:
+            return
+        try:
+            self.on_heartbeat(version)
+        except RedisBeatError as exc:
+            log.error("redisbeat: could not sync beat_schedule, will retry: %s", exc)
+            self._next_heartbeat = now  # again at the next tick
+        except (redis.RedisError, OSError):
+            self._next_heartbeat = now
+            raise
 
     # -- waiting ------------------------------------------------------------------------------
 

@@ -47,6 +47,11 @@ class Keys:
         return self._key("quarantine")
 
     @property
+    def config(self) -> str:
+        """HASH: which ``beat_schedule`` the deployment follows (version, entries' digests)."""
+        return self._key("config")
+
+    @property
     def events(self) -> str:
         """Pub/sub channel: a message wakes every beat (an entry was added or changed)."""
         return self._key("events")

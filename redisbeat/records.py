@@ -150,6 +150,45 @@ class Outcome:
 
 
 @dataclass(frozen=True)
+class ConfigMarker:
+    """Which ``beat_schedule`` the deployment follows, as the beat that deployed it wrote it."""
+
+    version: str
+    at: datetime
+    by: str
+    #: Entry name -> digest of its configured definition.
+    entries: dict[str, str]
+    #: The same for the configuration before it (None: there was none, a full sync).
+    previous: dict[str, str] | None
+    #: False until the beat that wrote it has written its entries.
+    applied: bool
+
+    @classmethod
+    def from_fields(cls, fields: list[str | None]) -> ConfigMarker | None:
+        """From HMGET version, at, by, entries, previous, applied; None when there is none
+        (or it is not what a beat wrote: the configuration is then written again)."""
+        version, at, by, entries, previous, applied = fields
+        try:
+            return cls(
+                version=str(version),
+                at=from_ms(int(str(at))),
+                by=str(by),
+                entries=_digests(entries),
+                previous=_digests(previous) if previous else None,
+                applied=applied == "1",
+            )
+        except (TypeError, ValueError, OverflowError):
+            return None
+
+
+def _digests(raw: str | None) -> dict[str, str]:
+    data = json.loads(raw or "")
+    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+        raise ValueError("not a JSON object of digests")
+    return data
+
+
+@dataclass(frozen=True)
 class SyncReport:
     """What a source sync changed."""
 

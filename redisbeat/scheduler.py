@@ -17,12 +17,13 @@ from typing import Any
 
 from celery.beat import Scheduler
 
+from .beat_schedule import BeatSchedule
 from .config import Config
 from .dispatcher import Dispatcher, make_beat_id
 from .entry import Entry
 from .publisher import Publisher
 from .store import ScheduleStore
-from .sync import CONFIG_SOURCE, config_entries
+from .sync import config_entries
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ class RedisScheduler(Scheduler):
     def __init__(self, app: Any, *args: Any, **kwargs: Any) -> None:
         config = Config.from_app(app)
         self._config_entries: list[Entry] = []
+        self._beat_schedule: BeatSchedule | None = None
         self._busy = False
         self.stop_requested = False
         super().__init__(app, *args, **kwargs)
@@ -62,7 +64,7 @@ class RedisScheduler(Scheduler):
             self._publish,
             flush=self.publisher.flush,
             beat_id=beat_id,
-            on_registered=self._sync_config,
+            on_heartbeat=self._on_heartbeat,
         )
 
     # -- Celery's interface -------------------------------------------------------------------
@@ -114,26 +116,20 @@ class RedisScheduler(Scheduler):
             ]
         )
 
+    def _on_heartbeat(self, recorded: str | None) -> None:
+        # Made at the first heartbeat: setup_schedule runs before the store exists.
+        if self._beat_schedule is None:
+            self._beat_schedule = BeatSchedule(
+                self.store, self.dispatcher.beat_id, self._config_entries
+            )
+        self._beat_schedule.heartbeat(recorded)
+
     # -- the Celery side of sending -----------------------------------------------------------
 
     def _publish(self, entry: Entry, task_id: str, due_ms: int, now_ms: int) -> None:
         # Buffered: the dispatcher flushes the batch (through the publisher) when it is done.
         log.info("Scheduler: Sending due task %s (%s)", entry.name, entry.task)
         self.publisher(entry, task_id, due_ms, now_ms)
-
-    def _sync_config(self) -> None:
-        report = self.store.sync_source(CONFIG_SOURCE, self._config_entries)
-        for name in report.foreign:
-            log.warning(
-                "redisbeat: beat_schedule entry %r is owned by another source; left as it is", name
-            )
-        if report.added or report.updated or report.removed:
-            log.info(
-                "redisbeat: beat_schedule synced: added %s, updated %s, removed %s",
-                report.added,
-                report.updated,
-                report.removed,
-            )
 
     # -- graceful stop ------------------------------------------------------------------------
 

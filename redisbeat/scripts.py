@@ -21,6 +21,7 @@ NAMES = (
     "quarantine",
     "run_now",
     "heartbeat",
+    "config",
 )
 #: Tries of redis-py's Script call (each loads the script again once on NOSCRIPT) per call.
 MAX_RELOADS = 3
@@ -74,3 +75,4 @@ class Scripts:
     quarantine: Script
     run_now: Script
     heartbeat: Script
+    config: Script

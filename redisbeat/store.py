@@ -32,6 +32,7 @@ from .keys import Keys
 from .records import (
     BeatInfo,
     ClaimBatch,
+    ConfigMarker,
     EntryState,
     FinishResult,
     Outcome,
@@ -430,10 +431,47 @@ class ScheduleStore:
             )
         )
 
-    def heartbeat(self, beat_id: str) -> bool:
-        """Refresh a beat's heartbeat; True when it was not registered (new, or data lost)."""
-        _, added = self.scripts.heartbeat(keys=[self.keys.beats], args=[beat_id, self.beat_ttl_ms])
-        return bool(added)
+    def heartbeat(self, beat_id: str) -> str | None:
+        """Refresh a beat's heartbeat; returns the version of the ``beat_schedule`` the
+        deployment follows (None: none was written yet, or Redis lost its data)."""
+        _, _, version = self.scripts.heartbeat(
+            keys=[self.keys.beats, self.keys.config], args=[beat_id, self.beat_ttl_ms]
+        )
+        return text(version) or None
+
+    def config_marker(self) -> ConfigMarker | None:
+        """Which ``beat_schedule`` the deployment follows, or None."""
+        fields = ("version", "at", "by", "entries", "previous", "applied")
+        values = self.client.hmget(self.keys.config, fields)
+        return ConfigMarker.from_fields([text_or_none(v) for v in values])
+
+    def claim_config(
+        self,
+        read: str,
+        version: str,
+        beat_id: str,
+        entries: dict[str, str],
+        previous: dict[str, str] | None,
+    ) -> bool:
+        """Record a new ``beat_schedule`` (not yet applied) unless the version is no longer
+        ``read`` ('' for none); True when recorded."""
+        args = [
+            "claim",
+            read,
+            version,
+            beat_id,
+            json.dumps(entries, sort_keys=True),
+            "" if previous is None else json.dumps(previous, sort_keys=True),
+        ]
+        return bool(self.replicas.eval(self.scripts.config, keys=[self.keys.config], args=args))
+
+    def config_applied(self, version: str) -> bool:
+        """Record that the entries of ``version`` are written; False if it was replaced."""
+        return bool(
+            self.replicas.eval(
+                self.scripts.config, keys=[self.keys.config], args=["applied", version]
+            )
+        )
 
     def deregister(self, beat_id: str) -> None:
         self.client.zrem(self.keys.beats, beat_id)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -34,6 +36,30 @@ def config_entries(app: Any) -> list[Entry]:
     items: dict[str, Any] = dict(_default_items(app))
     items.update(app.conf.beat_schedule or {})
     return [_entry(name, item) for name, item in items.items()]
+
+
+def digests(entries: Iterable[Entry]) -> dict[str, str]:
+    """Entry name -> a digest of its definition: what tells two configurations apart."""
+    return {e.name: hashlib.sha256(e.dumps().encode()).hexdigest()[:16] for e in entries}
+
+
+def version(entry_digests: Mapping[str, str]) -> str:
+    """The version of a whole configuration: equal configurations have equal versions."""
+    data = json.dumps(entry_digests, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(data.encode()).hexdigest()[:16]
+
+
+def differences(ours: Mapping[str, str], theirs: Mapping[str, str]) -> str:
+    """What ``theirs`` adds, changes and removes relative to ``ours``, for a log line."""
+    added = sorted(set(theirs) - set(ours))
+    removed = sorted(set(ours) - set(theirs))
+    changed = sorted(n for n in set(ours) & set(theirs) if ours[n] != theirs[n])
+    parts = [
+        f"{what} {', '.join(names)}"
+        for what, names in (("adds", added), ("changes", changed), ("removes", removed))
+        if names
+    ]
+    return "; ".join(parts) or "no entry differs"
 
 
 def _entry(name: str, item: Any) -> Entry:

@@ -73,6 +73,21 @@ def beats_for(tmp_path: Path) -> Iterator[object]:
 
 
 @pytest.fixture
+def stores() -> Iterator[object]:
+    """Factory: stores(server, prefix) -> ScheduleStore, closed before the servers stop."""
+    made: list[ScheduleStore] = []
+
+    def make(server: RedisServer, prefix: str) -> ScheduleStore:
+        client = redis.Redis.from_url(server.url(0), decode_responses=True)
+        made.append(ScheduleStore(client, prefix=prefix))
+        return made[-1]
+
+    yield make
+    for store in made:
+        store.close()
+
+
+@pytest.fixture
 def keep_signal_handlers() -> Iterator[None]:
     """In-process schedulers install SIGTERM/SIGINT handlers; put pytest's back afterwards."""
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}

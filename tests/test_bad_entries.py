@@ -5,16 +5,16 @@ from __future__ import annotations
 from collections import Counter
 
 from servers import read_queue, wait_until
-from test_beats import SECOND, broker, expected, store_for
+from test_beats import SECOND, broker, expected
 
 from redisbeat import Entry, Interval
 from redisbeat.timing import from_ms
 
 
 def test_an_entry_celery_refuses_is_recorded_failed_then_set_aside_and_never_delays_others(
-    redis_server, prefix, beats_for
+    redis_server, prefix, beats_for, stores
 ):
-    store = store_for(redis_server, prefix)
+    store = stores(redis_server, prefix)
     beats = beats_for(redis_server, prefix)
     beats.start(2)
     wait_until(lambda: len(store.beats()) == 2, 30, "two beats to register")

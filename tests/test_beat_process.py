@@ -5,15 +5,15 @@ from __future__ import annotations
 import re
 
 from servers import read_queue, wait_until
-from test_beats import broker, store_for
+from test_beats import broker
 
 from redisbeat import Entry, Interval
 
 
 def test_the_banner_names_the_beat_id_the_beat_uses_and_says_a_worker_runs_the_tasks(
-    redis_server, prefix, beats_for
+    redis_server, prefix, beats_for, stores
 ):
-    store = store_for(redis_server, prefix)
+    store = stores(redis_server, prefix)
     store.upsert(Entry("often", "proj.ping", Interval(1)))
     beats = beats_for(redis_server, prefix)
     [beat] = beats.start(1)

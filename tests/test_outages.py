@@ -8,13 +8,13 @@ from collections import Counter
 
 import redis
 from servers import read_queue, wait_until
-from test_beats import SECOND, add_interval_entries, expected, store_for
+from test_beats import SECOND, add_interval_entries, expected
 
 
 def test_a_store_redis_killed_and_restarted_from_its_aof_costs_no_occurrence(
-    own_redis, redis_server, prefix, beats_for
+    own_redis, redis_server, prefix, beats_for, stores
 ):
-    store = store_for(own_redis, prefix)
+    store = stores(own_redis, prefix)
     # The broker lives elsewhere: this is an outage of the schedule's Redis alone.
     beats = beats_for(own_redis, prefix, TEST_BROKER_URL=redis_server.url(2))
     queue = redis.Redis.from_url(redis_server.url(2), decode_responses=True)
@@ -29,11 +29,12 @@ def test_a_store_redis_killed_and_restarted_from_its_aof_costs_no_occurrence(
     time.sleep(1.0)  # an outage of a known length, not a wait for a result
     own_redis.start()
     down_for = time.monotonic() - down
-    store = store_for(own_redis, prefix)
+    store = stores(own_redis, prefix)
     end = store.now_ms() + 6 * SECOND
     wait_until(lambda: store.now_ms() > end + 3 * SECOND, 40, "the window to pass")
     beats.stop_all()
     sent = [s for s in read_queue(queue) if start <= s.due_ms < end]
+    queue.close()
     counts = Counter((s.entry, s.due_ms) for s in sent)
     want = expected(plan, start, end)
     missing = want - set(counts)

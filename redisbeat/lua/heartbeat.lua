@@ -1,9 +1,11 @@
 -- Record that a beat is alive and forget beats silent for longer than the time-to-live.
 --
--- KEYS[1] = beats ZSET  beat id -> last heartbeat ms
+-- KEYS[1] = beats  ZSET  beat id -> last heartbeat ms
+-- KEYS[2] = config HASH  the version of the beat_schedule the deployment follows
 -- ARGV[1] = beat id
 -- ARGV[2] = time-to-live, ms
--- Returns {now_ms, 1 when this beat was not registered (first beat, or data was lost)}
+-- Returns {now_ms, 1 when this beat was not registered (first beat, or silent too long),
+--          the configuration's version or '' when there is none (new, or Redis lost it)}
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- Refused before writing anything when the key has another type: no probe needed.
@@ -12,5 +14,10 @@ local bad = key_error(
 if bad then
   return bad
 end
+local version = redis.pcall('HGET', KEYS[2], 'version')
+bad = key_error(version, 2, 'hash')
+if bad then
+  return bad
+end
 local added = redis.call('ZADD', KEYS[1], now, ARGV[1])
-return {now, added}
+return {now, added, version or ''}

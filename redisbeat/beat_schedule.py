@@ -1,0 +1,109 @@
+"""BeatSchedule: how a beat keeps the deployment's ``beat_schedule`` in Redis.
+
+Rolling deploys run old and new beats side by side, and people change config entries at
+runtime (disable one from the admin). The rule: the configuration in Redis carries a
+version (a digest of its entries, who wrote it, when). A beat that starts with a
+configuration other than the recorded one is the newest: it applies the differences (only
+the entries whose configured definition changed, so runtime changes to the others stand),
+records its version, and says which entries differ. A running beat whose configuration is
+no longer the recorded one says so once and leaves Redis alone. A beat that restarts with
+the recorded configuration writes nothing. When the record is gone (Redis lost its data),
+the first beat to notice writes its whole configuration again.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .entry import Entry
+from .records import ConfigMarker
+from .store import ScheduleStore
+from .sync import CONFIG_SOURCE, differences, digests, version
+
+log = logging.getLogger(__name__)
+
+#: Tries when other beats write the configuration at the same moment.
+ATTEMPTS = 5
+
+
+class BeatSchedule:
+    """One beat's ``beat_schedule``, kept in Redis by the rule above."""
+
+    def __init__(self, store: ScheduleStore, beat_id: str, entries: list[Entry]) -> None:
+        self.store = store
+        self.beat_id = beat_id
+        self.entries = {e.name: e for e in entries}
+        self.digests = digests(entries)
+        self.version = version(self.digests)
+        self._synced = False
+        #: The newer version this beat said it leaves alone.
+        self._deferred_to: str | None = None
+
+    def heartbeat(self, recorded: str | None) -> None:
+        """Act on the version Redis records (None: none): at start, and at each heartbeat."""
+        if not self._synced or recorded is None:
+            if self._synced:
+                log.warning("redisbeat: the beat_schedule record is gone from Redis (lost data?)")
+            self._sync()
+            self._synced = True
+        elif recorded != self.version and recorded != self._deferred_to:
+            marker = self.store.config_marker()
+            if marker is not None and marker.version != self.version:
+                self._defer(marker)
+
+    def _sync(self) -> None:
+        for _ in range(ATTEMPTS):
+            marker = self.store.config_marker()
+            if marker is not None and marker.version == self.version:
+                if not marker.applied:  # its writer stopped halfway: finish its work
+                    self._apply(marker.previous)
+                    self.store.config_applied(self.version)
+                return
+            if marker is not None and self._synced:
+                self._defer(marker)  # a newer configuration was deployed meanwhile
+                return
+            read = "" if marker is None else marker.version
+            previous = None if marker is None else marker.entries
+            if self.store.claim_config(read, self.version, self.beat_id, self.digests, previous):
+                if marker is not None:
+                    log.warning(
+                        "redisbeat: this beat's beat_schedule differs from the one in Redis "
+                        "(written by beat %s at %s): it %s; this configuration now stands",
+                        marker.by,
+                        marker.at.isoformat(),
+                        differences(marker.entries, self.digests),
+                    )
+                self._apply(previous)
+                self.store.config_applied(self.version)
+                return
+        log.warning("redisbeat: other beats kept writing beat_schedule; will try again")
+
+    def _apply(self, previous: dict[str, str] | None) -> None:
+        """Write what changed since ``previous`` (None: everything, and remove the rest)."""
+        if previous is None:
+            report = self.store.sync_source(CONFIG_SOURCE, self.entries.values())
+            foreign, written = report.foreign, [*report.added, *report.updated]
+            removed = report.removed
+        else:
+            changed = [e for n, e in self.entries.items() if previous.get(n) != self.digests[n]]
+            results = self.store.upsert_owned(changed)
+            foreign = sorted(n for n, r in results.items() if r == "foreign")
+            written = sorted(n for n, r in results.items() if r in ("added", "updated"))
+            gone = sorted(set(previous) - set(self.entries))
+            removed = [n for n in gone if self.store.remove(n, source=CONFIG_SOURCE)]
+        for name in foreign:
+            log.warning(
+                "redisbeat: beat_schedule entry %r is owned by another source; left as it is", name
+            )
+        if written or removed:
+            log.info("redisbeat: beat_schedule synced: wrote %s, removed %s", written, removed)
+
+    def _defer(self, marker: ConfigMarker) -> None:
+        self._deferred_to = marker.version
+        log.warning(
+            "redisbeat: a newer beat_schedule was deployed by beat %s at %s; relative to this "
+            "beat's it %s; this beat sends what is in Redis and does not re-assert its own",
+            marker.by,
+            marker.at.isoformat(),
+            differences(self.digests, marker.entries),
+        )

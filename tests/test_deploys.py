@@ -1,0 +1,103 @@
+"""beat_schedule under real beats: written when it is new, never re-asserted over runtime
+changes, the newest standing when old and new beats run side by side during a deploy."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+
+from servers import wait_until
+
+from redisbeat import ScheduleStore
+
+HOURLY = {"task": "proj.ping", "schedule": 3600}
+
+
+def heartbeats_after(store: ScheduleStore, moment_ms: int, count: int = 3) -> None:
+    """Wait until every beat has sent ``count`` heartbeats (0.5 s apart) after ``moment_ms``."""
+    wait_until(
+        lambda: (
+            store.beats()
+            and all(
+                int(b.last_seen.timestamp() * 1000) > moment_ms + count * 500 for b in store.beats()
+            )
+        ),
+        20,
+        f"{count} heartbeats",
+    )
+
+
+def test_a_config_entry_disabled_at_runtime_stays_disabled_when_a_paused_beat_comes_back(
+    redis_server, prefix, beats_for, stores
+):
+    store = stores(redis_server, prefix)
+    beats = beats_for(redis_server, prefix, TEST_HEARTBEAT="0.5")
+    [beat] = beats.start(1, TEST_BEAT_SCHEDULE=json.dumps({"cfg": HOURLY}))
+    wait_until(lambda: "cfg" in store, 30, "the config to sync")
+    store.disable("cfg")
+    beat.process.send_signal(signal.SIGSTOP)  # longer than its heartbeat's time to live
+    # Three heartbeats' time (the time to live) and more without one: it has aged out.
+    paused = store.now_ms()
+    wait_until(lambda: store.now_ms() > paused + 2500, 10, "the paused beat to age out")
+    beat.process.send_signal(signal.SIGCONT)
+    heartbeats_after(store, store.now_ms())
+    assert store.get("cfg").enabled is False
+    assert "synced" not in beat.output().split("beat_schedule synced", 1)[-1]
+
+
+def test_a_beat_restarted_with_the_same_config_writes_nothing_over_runtime_changes(
+    redis_server, prefix, beats_for, stores
+):
+    store = stores(redis_server, prefix)
+    config = json.dumps({"cfg": HOURLY, "other": HOURLY})
+    beats = beats_for(redis_server, prefix, TEST_HEARTBEAT="0.5")
+    beats.start(1, TEST_BEAT_SCHEDULE=config)
+    wait_until(lambda: "cfg" in store and "other" in store, 30, "the config to sync")
+    beats.stop_all()
+    store.disable("cfg")
+    store.remove("other")
+    [again] = beats.start(1, TEST_BEAT_SCHEDULE=config)
+    wait_until(lambda: len(store.beats()) == 1, 30, "the beat to register")
+    heartbeats_after(store, store.now_ms())
+    assert store.get("cfg").enabled is False and "other" not in store
+    assert "beat_schedule synced" not in again.output()
+
+
+def test_when_redis_loses_its_data_a_running_beat_writes_its_config_again(
+    own_redis, prefix, beats_for, stores
+):
+    store = stores(own_redis, prefix)
+    beats = beats_for(own_redis, prefix, TEST_HEARTBEAT="0.5")
+    [beat] = beats.start(1, TEST_BEAT_SCHEDULE=json.dumps({"cfg": HOURLY}))
+    wait_until(lambda: "cfg" in store, 30, "the config to sync")
+    store.client.flushall()
+    wait_until(lambda: "cfg" in store, 10, "the config to come back")
+    assert "the beat_schedule record is gone from Redis" in beat.output()
+
+
+def test_during_a_deploy_the_newest_config_stands_and_the_old_beat_says_so_and_leaves_it(
+    redis_server, prefix, beats_for, stores
+):
+    store = stores(redis_server, prefix)
+    old = {"kept": HOURLY, "changed": HOURLY, "old-only": HOURLY}
+    new = {"kept": HOURLY, "changed": {**HOURLY, "args": [2]}, "new-only": HOURLY}
+    beats = beats_for(redis_server, prefix, TEST_HEARTBEAT="0.5")
+    [old_beat] = beats.start(1, TEST_BEAT_SCHEDULE=json.dumps(old))
+    wait_until(lambda: "old-only" in store, 30, "the old config to sync")
+    store.disable("kept")  # a runtime change to an entry neither deploy touches
+    [new_beat] = beats.start(1, TEST_BEAT_SCHEDULE=json.dumps(new))
+    wait_until(lambda: "new-only" in store and "old-only" not in store, 30, "the new config")
+    heartbeats_after(store, store.now_ms())
+    assert "old-only" not in store and "new-only" in store
+    assert store.get("changed").args == (2,)
+    assert store.get("kept").enabled is False
+    said = new_beat.output()
+    assert "this beat's beat_schedule differs from the one in Redis" in said
+    assert "it adds new-only; changes changed; removes old-only" in said
+    heard = old_beat.output()
+    assert "a newer beat_schedule was deployed" in heard
+    assert "it adds new-only; changes changed; removes old-only" in heard
+    assert heard.count("a newer beat_schedule was deployed") == 1
+    time.sleep(0)  # both beats keep running: neither exits on the difference
+    assert old_beat.process.poll() is None and new_beat.process.poll() is None
