@@ -83,6 +83,8 @@ class Dispatcher:
         #: Why this beat cannot listen for changes, while it cannot.
         self._deaf: RedisTrouble | None = None
         self._quarantined: set[str] = set()
+        #: (entry, what) pairs of bad data already logged: each is said once per process.
+        self._told: set[tuple[str, str]] = set()
         #: When the next claim is needed (monotonic): by the earliest score the last claim or
         #: finish saw, or the loop interval. Until then a wake-up for the heartbeat claims
         #: nothing; a change heard on the events channel (new, edited, handed-back entries)
@@ -204,6 +206,9 @@ class Dispatcher:
                 continue
             # The Redis clock now, read off the claim's TIME plus the time spent since.
             now_ms = batch.now_ms + int((time.monotonic() - received) * 1000)
+            if claim.impossible:
+                outcomes.append(self._reschedule(entry, now_ms))
+                continue
             outcome = self._send(entry, claim, now_ms)
             self.activity.record(outcome, now_ms - outcome.due_ms, claim.recovered)
             outcomes.append(outcome)
@@ -237,6 +242,24 @@ class Dispatcher:
             log.exception("redisbeat: could not send %s; handing it back", entry.name)
             return Outcome(entry.name, "release", due_ms)
         return sent
+
+    def _reschedule(self, entry: Entry, now_ms: int) -> Outcome:
+        # Its due time in Redis was not a valid time: nothing to send, only a schedule to mend.
+        due = entry.first_due_ms(now_ms, self.store.timezone)
+        log.warning(
+            "redisbeat: entry %r had a due time in Redis that is not a valid time; "
+            "rescheduled from its definition to %s",
+            entry.name,
+            "nothing (no occurrence left)" if due is None else from_ms(due).isoformat(),
+        )
+        return Outcome(entry.name, "skipped", now_ms, due)
+
+    def _once(self, name: str, what: str) -> bool:
+        """True the first time this beat meets ``what`` about entry ``name``."""
+        if (name, what) in self._told:
+            return False
+        self._told.add((name, what))
+        return True
 
     def _failed(self, sent: Outcome, reason: str) -> Outcome:
         # Sending it again would fail the same way: the occurrence is recorded as failed and
@@ -273,6 +296,14 @@ class Dispatcher:
             result = self.store.finish(
                 self.beat_id, lease_until, outcomes, self.config.quarantine_after
             )
+            for name, what in result.garbled.items():
+                if self._once(name, f"state: {what}"):
+                    log.warning(
+                        "redisbeat: entry %r: its run state in Redis was not what redisbeat "
+                        "wrote (%s); rewritten, keeping the fields that were valid",
+                        name,
+                        what,
+                    )
             for name in result.quarantined:
                 error = next((o.error for o in outcomes if o.name == name), "")
                 log.error(
@@ -296,8 +327,18 @@ class Dispatcher:
         now = time.monotonic()
         if now < self._next_heartbeat:
             return
-        version = self.store.heartbeat(self.beat_id)
+        beat = self.store.heartbeat(self.beat_id)
         self._next_heartbeat = now + self.config.heartbeat_seconds
+        for name, score in beat.beyond:
+            # Past any valid time (+inf, say), so never due: mended here, said once.
+            what = self.store.repair(name, score, self.beat_id)
+            log.warning(
+                "redisbeat: entry %r had a due time in Redis that is not a valid time (%s); %s",
+                name,
+                score,
+                what,
+            )
+        version = beat.config_version
         if self.on_heartbeat is None:
             return
         try:

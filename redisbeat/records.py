@@ -4,13 +4,41 @@ the text of replies."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from .timing import from_ms
+from .timing import from_ms, valid_ms
 
 Action = Literal["sent", "skipped", "failed", "release"]
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """A stored definition that could not be loaded, set aside with the reason."""
+
+    name: str
+    definition: str
+    error: str
+    at: datetime | None
+    by: str
+
+    @classmethod
+    def from_redis(cls, name: str, raw: str) -> Quarantined:
+        try:
+            data = json.loads(raw)
+        except (ValueError, RecursionError):
+            data = None
+        if not isinstance(data, dict):
+            return cls(name, raw, "the quarantine record is not what redisbeat writes", None, "")
+        at = data.get("at")
+        return cls(
+            name=name,
+            definition=str(data.get("definition", "")),
+            error=str(data.get("error", "")),
+            at=from_ms(int(at)) if valid_ms(at) else None,
+            by=str(data.get("by", "")),
+        )
 
 
 @dataclass(frozen=True)
@@ -30,33 +58,83 @@ class EntryState:
     failures: int = 0
     last_error: str | None = None
 
+    #: What is wrong with what Redis holds for the entry (None: nothing): a due time that
+    #: is not a valid time, a run state redisbeat did not write. Reads never raise for it.
+    problem: str | None = None
+    #: Set when the entry was set aside (a corrupt definition, or too many refused sends).
+    quarantined: Quarantined | None = None
+
     @classmethod
     def from_redis(
-        cls, name: str, score: float | None, raw: str | None, claim: str | None
+        cls,
+        name: str,
+        score: float | None,
+        raw: str | None,
+        claim: str | None,
+        quarantined: Quarantined | None = None,
     ) -> EntryState:
-        """From the schedule score, the state JSON and the inflight record (any may be absent)."""
-        data: dict[str, Any] = {}
-        if raw:
-            try:
-                data = json.loads(raw)
-            except ValueError:
-                data = {}
+        """From the schedule score, the state JSON, the inflight record and the quarantine
+        record (any may be absent)."""
+        problems: list[str] = []
+        next_run_at = None
+        if score is not None:
+            if valid_ms(score):
+                next_run_at = from_ms(int(score))
+            else:
+                problems.append(
+                    f"its due time in Redis is not a valid time ({score}); a beat puts it "
+                    "back on its schedule from its definition"
+                )
+        data = _state_fields(raw, problems)
 
         def ms(key: str) -> datetime | None:
-            return from_ms(int(data[key])) if data.get(key) is not None else None
+            value = data.get(key)
+            return from_ms(int(value)) if valid_ms(value) else None
 
         return cls(
             name=name,
-            next_run_at=from_ms(int(score)) if score is not None else None,
+            next_run_at=next_run_at,
             last_run_at=ms("last_run_at"),
             last_sent_at=ms("last_sent_at"),
-            total_run_count=int(data.get("total_run_count") or 0),
-            last_task_id=data.get("last_task_id"),
-            last_beat=data.get("last_beat"),
+            total_run_count=_count(data.get("total_run_count")),
+            last_task_id=_text_field(data.get("last_task_id")),
+            last_beat=_text_field(data.get("last_beat")),
             running=claim is not None,
-            failures=int(data.get("failures") or 0),
-            last_error=data.get("last_error"),
+            failures=_count(data.get("failures")),
+            last_error=_text_field(data.get("last_error")),
+            problem="; ".join(problems) or None,
+            quarantined=quarantined,
         )
+
+
+def _state_fields(raw: str | None, problems: list[str]) -> dict[str, Any]:
+    """The run state's fields; what is not what redisbeat writes is named in ``problems``."""
+    if not raw:
+        return {}
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        data = None
+    if not isinstance(data, dict):
+        problems.append("its run state in Redis is not what redisbeat writes")
+        return {}
+    numbers = ("last_run_at", "last_sent_at", "total_run_count", "failures")
+    wrong = [k for k in numbers if k in data and not _number(data[k])]
+    if wrong:
+        problems.append(f"its run state in Redis has invalid {', '.join(wrong)}")
+    return {k: v for k, v in data.items() if k not in wrong}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+
+
+def _count(value: Any) -> int:
+    return int(value) if _number(value) and 0 <= value < 2**63 else 0
+
+
+def _text_field(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 @dataclass(frozen=True)
@@ -81,17 +159,6 @@ class BeatInfo:
 
 
 @dataclass(frozen=True)
-class Quarantined:
-    """A stored definition that could not be loaded, set aside with the reason."""
-
-    name: str
-    definition: str
-    error: str
-    at: datetime
-    by: str
-
-
-@dataclass(frozen=True)
 class Claim:
     """One occurrence a beat has claimed: send it, then finish it."""
 
@@ -103,6 +170,9 @@ class Claim:
     claimed_ms: int
     #: True when a beat that claimed this occurrence earlier died before finishing it.
     recovered: bool
+    #: True when the entry's due time in Redis was not a valid time (-inf, say): the beat
+    #: puts it back on its schedule instead of sending it.
+    impossible: bool = False
 
 
 @dataclass(frozen=True)
@@ -119,7 +189,14 @@ class ClaimBatch:
         per claim."""
         now, earliest = int(reply[0]), int(reply[1])
         claims = [
-            Claim(reply[i], reply[i + 1], int(reply[i + 2]), int(reply[i + 3]), reply[i + 4] == 1)
+            Claim(
+                reply[i],
+                reply[i + 1],
+                int(reply[i + 2]),
+                int(reply[i + 3]),
+                recovered=reply[i + 4] == 1,
+                impossible=reply[i + 4] == 2,
+            )
             for i in range(2, len(reply), 5)
         ]
         return cls(now, now + lease_ms, None if earliest < 0 else earliest, claims)
@@ -134,6 +211,19 @@ class FinishResult:
     next_due_ms: int | None
     #: Entries set aside because their sends failed too many times in a row.
     quarantined: tuple[str, ...] = ()
+    #: Entry name -> what was wrong with its run state in Redis (replaced, keeping what
+    #: could be kept).
+    garbled: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """What a beat learns at its heartbeat."""
+
+    #: The version of the beat_schedule the deployment follows (None: none recorded).
+    config_version: str | None
+    #: Schedule members whose score is past any valid time: (name, score as Redis spells it).
+    beyond: list[tuple[str, str]]
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ NAMES = (
     "run_now",
     "heartbeat",
     "config",
+    "repair",
 )
 #: Tries of redis-py's Script call (each loads the script again once on NOSCRIPT) per call.
 MAX_RELOADS = 3
@@ -76,3 +77,4 @@ class Scripts:
     run_now: Script
     heartbeat: Script
     config: Script
+    repair: Script

@@ -35,6 +35,7 @@ from .records import (
     ConfigMarker,
     EntryState,
     FinishResult,
+    Heartbeat,
     Outcome,
     Quarantined,
     SyncReport,
@@ -43,7 +44,7 @@ from .records import (
     wire,
 )
 from .scripts import Scripts
-from .timing import from_ms
+from .timing import MAX_MS, from_ms, valid_ms
 
 log = logging.getLogger(__name__)
 
@@ -149,15 +150,23 @@ class ScheduleStore:
             pipe = self.client.pipeline(transaction=False)
             pipe.time()
             pipe.hmget(self.keys.entries, names)
-            now_reply, olds = pipe.execute()
+            for name in names:
+                pipe.zscore(self.keys.schedule, name)
+            now_reply, olds, *scores = pipe.execute(raise_on_error=False)
+            for reply in (now_reply, olds):
+                if isinstance(reply, Exception):
+                    raise reply
+            # A schedule key of the wrong type: the upsert script names it.
+            scores = [None if isinstance(s, Exception) else s for s in scores]
             now_ms = int(now_reply[0]) * 1000 + int(now_reply[1]) // 1000
             pipe = self.client.pipeline(transaction=False)
             sent = []
-            for name, old_raw in zip(names, olds, strict=False):
+            for name, old_raw, score in zip(names, olds, scores, strict=False):
                 entry = pending[name]
                 new_raw = entry.dumps()
+                broken = score is not None and not valid_ms(score)
                 if old_raw == new_raw:
-                    results[name] = "unchanged"
+                    results[name] = self._mend(name, score) if broken else "unchanged"
                     continue
                 old = _load_or_none(old_raw, name)
                 if old is not None and old.source != entry.source and not force:
@@ -166,7 +175,7 @@ class ScheduleStore:
                         continue
                     raise OwnershipError(name, old.source, entry.source)
                 due = entry.first_due_ms(now_ms, self.timezone)
-                keep = old is not None and old.timing_key() == entry.timing_key()
+                keep = old is not None and old.timing_key() == entry.timing_key() and not broken
                 self.scripts.upsert(
                     keys=[
                         self.keys.entries,
@@ -201,6 +210,18 @@ class ScheduleStore:
             if not pending:
                 return results
         raise RedisBeatError(f"entries changed concurrently too often: {sorted(pending)[:5]}")
+
+    def _mend(self, name: str, score: float) -> str:
+        """An unchanged entry whose due time is not a valid time: put it back on its
+        schedule (an "update" of its timing), and say so."""
+        what = self.repair(name, repr(score), "api")
+        log.warning(
+            "redisbeat: entry %r had a due time in Redis that is not a valid time (%s); %s",
+            name,
+            score,
+            what,
+        )
+        return "updated"
 
     def upsert_owned(self, entries: Iterable[Entry]) -> dict[str, str]:
         """Add or replace entries, leaving alone names that another source owns.
@@ -309,7 +330,7 @@ class ScheduleStore:
 
     def state(self, name: str) -> EntryState:
         states = self.states([name])
-        if not states[0].next_run_at and name not in self:
+        if not states[0].next_run_at and not states[0].quarantined and name not in self:
             raise EntryNotFound(name)
         return states[0]
 
@@ -321,33 +342,29 @@ class ScheduleStore:
         pipe.zmscore(self.keys.schedule, names)
         pipe.hmget(self.keys.state, names)
         pipe.hmget(self.keys.inflight, names)
-        scores, states, claims = pipe.execute()
+        pipe.hmget(self.keys.quarantine, names)
+        scores, states, claims, set_aside = pipe.execute()
         return [
-            EntryState.from_redis(n, sc, st, cl)
-            for n, sc, st, cl in zip(names, scores, states, claims, strict=False)
+            EntryState.from_redis(n, sc, st, cl, Quarantined.from_redis(n, q) if q else None)
+            for n, sc, st, cl, q in zip(names, scores, states, claims, set_aside, strict=False)
         ]
 
     def beats(self) -> list[BeatInfo]:
         """Beats whose last heartbeat is recent enough to count as alive."""
         now = self.now_ms()
+        # Up to the latest valid time: a score past it was not written by a beat.
         rows = self.client.zrangebyscore(
-            self.keys.beats, now - self.beat_ttl_ms, "+inf", withscores=True
+            self.keys.beats, now - self.beat_ttl_ms, MAX_MS, withscores=True
         )
         pairs = cast("list[tuple[Any, Any]]", rows)  # redis-py types this loosely
         return [BeatInfo.from_heartbeat(text(beat_id), int(score)) for beat_id, score in pairs]
 
     def quarantined(self) -> dict[str, Quarantined]:
-        out = {}
-        for key, raw in self.client.hgetall(self.keys.quarantine).items():
-            data, name = json.loads(raw), text(key)
-            out[name] = Quarantined(
-                name=name,
-                definition=data["definition"],
-                error=data["error"],
-                at=from_ms(int(data["at"])),
-                by=data["by"],
-            )
-        return out
+        """Every definition set aside, with why (a record redisbeat did not write says so)."""
+        return {
+            text(key): Quarantined.from_redis(text(key), text(raw))
+            for key, raw in self.client.hgetall(self.keys.quarantine).items()
+        }
 
     def now_ms(self) -> int:
         """The Redis server's clock, the one clock every beat shares."""
@@ -362,7 +379,7 @@ class ScheduleStore:
             strict=False,
             script=self.scripts.claim,
             keys=[k.schedule, k.entries, k.inflight, k.state],
-            args=[beat_id, lease_ms, batch_size],
+            args=[beat_id, lease_ms, batch_size, MAX_MS],
         )
         return ClaimBatch.from_reply(reply, lease_ms)
 
@@ -377,12 +394,12 @@ class ScheduleStore:
 
         An entry whose sends failed ``quarantine_after`` times in a row is set aside.
         """
-        args: list[Any] = [beat_id, lease_until_ms, self.keys.events, quarantine_after]
+        args: list[Any] = [beat_id, lease_until_ms, self.keys.events, quarantine_after, MAX_MS]
         for o in outcomes:
             nxt = "" if o.next_due_ms is None else o.next_due_ms
             args += [wire(o.name), o.action, nxt, o.task_id, o.due_ms, o.error]
         k = self.keys
-        finished, now, earliest, quarantined = self.replicas.eval(
+        finished, now, earliest, quarantined, garbled = self.replicas.eval(
             strict=False,
             script=self.scripts.finish,
             keys=[k.schedule, k.inflight, k.state, k.entries, k.quarantine],
@@ -393,6 +410,7 @@ class ScheduleStore:
             int(now),
             None if earliest < 0 else int(earliest),
             tuple(text(n) for n in quarantined),
+            {text(garbled[i]): text(garbled[i + 1]) for i in range(0, len(garbled), 2)},
         )
 
     def renew(self, beat_id: str, lease_until_ms: int, names: list[str], lease_ms: int) -> int:
@@ -431,13 +449,41 @@ class ScheduleStore:
             )
         )
 
-    def heartbeat(self, beat_id: str) -> str | None:
-        """Refresh a beat's heartbeat; returns the version of the ``beat_schedule`` the
-        deployment follows (None: none was written yet, or Redis lost its data)."""
-        _, _, version = self.scripts.heartbeat(
-            keys=[self.keys.beats, self.keys.config], args=[beat_id, self.beat_ttl_ms]
+    def heartbeat(self, beat_id: str) -> Heartbeat:
+        """Refresh a beat's heartbeat; says which ``beat_schedule`` the deployment follows
+        and which schedule members have a score past any valid time."""
+        k = self.keys
+        reply = self.scripts.heartbeat(
+            keys=[k.beats, k.config, k.schedule], args=[beat_id, self.beat_ttl_ms, MAX_MS]
         )
-        return text(version) or None
+        beyond = [(text(reply[i]), text(reply[i + 1])) for i in range(3, len(reply), 2)]
+        return Heartbeat(text(reply[2]) or None, beyond)
+
+    def repair(self, name: str, score: str, by: str) -> str:
+        """Put an entry whose score is not a valid time back on its schedule, from its
+        definition (a corrupt one is set aside); returns what was done, for the log."""
+        raw = text_or_none(self.client.hget(self.keys.entries, name))
+        due: int | None = None
+        if raw is not None:
+            try:
+                entry = Entry.loads(raw, name).with_default_tz(self.timezone)
+            except CorruptEntry as exc:
+                self.quarantine(name, raw, str(exc), by)
+                return f"its definition is corrupt and was set aside: {exc}"
+            due = entry.first_due_ms(self.now_ms(), self.timezone)
+        repaired = self.replicas.eval(
+            strict=False,
+            script=self.scripts.repair,
+            keys=[self.keys.schedule],
+            args=[wire(name), score, "" if due is None else due],
+        )
+        if not repaired:
+            return "its score changed meanwhile; left as it is"
+        if raw is None:
+            return "it has no definition: taken off the schedule"
+        if due is None:
+            return "taken off the schedule (nothing left to run)"
+        return f"rescheduled from its definition to {from_ms(due).isoformat()}"
 
     def config_marker(self) -> ConfigMarker | None:
         """Which ``beat_schedule`` the deployment follows, or None."""

@@ -16,7 +16,7 @@ import importlib
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone, tzinfo
 from functools import lru_cache, partial
-from typing import Any, cast
+from typing import Any, TypeGuard, cast
 from zoneinfo import ZoneInfo
 
 from celery import schedules as celery_schedules
@@ -61,6 +61,16 @@ def to_ms(dt: datetime) -> int:
     if dt.utcoffset() is None:
         raise ValueError(f"expected a timezone-aware datetime, got naive {dt}")
     return (dt - _EPOCH) // _MS
+
+
+#: The latest time redisbeat stores (9999-12-31T23:59:59.999Z, Python's last datetime). A
+#: score or time in Redis outside 0..MAX_MS was not written by redisbeat.
+MAX_MS = 253_402_300_799_999
+
+
+def valid_ms(ms: object) -> TypeGuard[float]:
+    """True for a time redisbeat could have written: ms since the epoch, up to MAX_MS."""
+    return isinstance(ms, (int, float)) and not isinstance(ms, bool) and 0 <= ms <= MAX_MS
 
 
 def from_ms(ms: int) -> datetime:

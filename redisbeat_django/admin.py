@@ -131,9 +131,27 @@ class PeriodicTaskAdmin(_ModelAdmin):
     @admin.display(description="Next run")
     def next_run(self, obj: PeriodicTask) -> str | SafeString:
         state = live(obj)
+        if state is not None and state.quarantined is not None:
+            return format_html(
+                '<strong class="rb-problem" title="{}">{}</strong>',
+                state.quarantined.error,
+                "set aside",
+            )
+        if state is not None and state.problem:
+            return format_html(
+                '<strong class="rb-problem" title="{}">{}</strong>', state.problem, "needs repair"
+            )
         if state is not None and state.running:
             return format_html("<strong>{}</strong>", "sending now")
-        return time_cell(state.next_run_at if state else None)
+        cell = time_cell(state.next_run_at if state else None)
+        if state is not None and state.failures:
+            return format_html(
+                '{} <span class="rb-problem" title="{}">{} failed</span>',
+                cell,
+                state.last_error or "",
+                state.failures,
+            )
+        return cell
 
     @admin.display(description="Last run")
     def last_run(self, obj: PeriodicTask) -> str | SafeString:
@@ -194,6 +212,8 @@ class PeriodicTaskAdmin(_ModelAdmin):
             zone = zone_info(obj)
             context["next_run"] = format_time(state.next_run_at, zone)
             context["last_run"] = format_time(state.last_run_at, zone)
+            if state.quarantined is not None:
+                context["set_aside_at"] = format_time(state.quarantined.at, zone)
         return render_to_string(f"{_TEMPLATES}/live_state.html", context)
 
     @admin.display(description="Sync")

@@ -13,11 +13,18 @@
 -- ARGV[1] = beat id
 -- ARGV[2] = lease, ms
 -- ARGV[3] = batch size
--- Returns {now_ms, earliest_remaining_score_ms or -1,
---          name, definition, due_ms, claimed_ms, recovered (0|1), name, definition, ...}
+-- ARGV[4] = the latest valid time, ms: a score outside 0..ARGV[4] (-inf, say) was not written
+--           by redisbeat; such an entry is claimed at now with recovered = 2, so the beat
+--           puts it back on its schedule from its definition instead of sending it
+-- Returns {now_ms, earliest_remaining_score_ms or -1 (also when that score is not valid),
+--          name, definition, due_ms, claimed_ms, recovered (0|1|2), name, definition, ...}
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local lease_until = now + tonumber(ARGV[2])
+local max_ms = tonumber(ARGV[4])
+local function valid(ms)
+  return ms ~= nil and ms >= 0 and ms <= max_ms
+end
 local due = redis.pcall('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES',
                         'LIMIT', 0, tonumber(ARGV[3]))
 local bad = key_error(due, 1, 'zset')
@@ -48,6 +55,9 @@ for i = 1, #due, 2 do
         claimed = tonumber(claim.at) or occurrence
       end
     end
+    if not valid(occurrence) or not valid(claimed) then
+      occurrence, claimed, recovered = now, now, 2
+    end
     redis.call('ZADD', KEYS[1], lease_until, name)
     redis.call('HSET', KEYS[3], name, cjson.encode(
       {due = occurrence, at = claimed, beat = ARGV[1], lease_until = lease_until}))
@@ -59,7 +69,7 @@ for i = 1, #due, 2 do
   end
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-if first[2] then
+if first[2] and valid(tonumber(first[2])) then
   out[2] = tonumber(first[2])
 end
 return out

@@ -12,6 +12,7 @@
 -- ARGV[2] = lease_until the claim set, ms
 -- ARGV[3] = pub/sub channel, to wake the beats when a claim is handed back
 -- ARGV[4] = set an entry aside after this many failed sends in a row (0 = never)
+-- ARGV[5] = the latest valid time, ms (an earliest score outside 0..ARGV[5] is reported as -1)
 -- then six per entry:
 --   name, action ('sent' | 'skipped' | 'failed' | 'release'), next due ms ('' = none),
 --   task id, due ms, error ('' unless failed)
@@ -21,7 +22,7 @@
 -- the message went out. A 'failed' one (the message was refused for the entry) counts
 -- towards the entry's failures in a row, which a 'sent' one resets.
 -- Returns {claims finished, now_ms, earliest score left in the schedule or -1,
---          {names set aside by this call}}.
+--          {names set aside by this call}, {name, what was wrong with its run state, ...}}.
 local bad = wrong_type({'zset', 'hash', 'hash', 'hash', 'hash'})
 if bad then
   return bad
@@ -33,11 +34,23 @@ local quarantine_after = tonumber(ARGV[4])
 local finished = 0
 local released = 0
 local set_aside = {}
+local garbled = {}
 
+-- The entry's run state; what is not what redisbeat wrote is reported (and replaced, keeping
+-- the fields that are still valid).
 local function load_state(name)
   local ok, state = pcall(cjson.decode, redis.call('HGET', KEYS[3], name) or '{}')
   if not ok or type(state) ~= 'table' then
-    state = {}
+    garbled[#garbled + 1] = name
+    garbled[#garbled + 1] = 'not a JSON object'
+    return {}
+  end
+  for _, field in ipairs({'total_run_count', 'failures', 'last_run_at', 'last_sent_at'}) do
+    if state[field] ~= nil and type(state[field]) ~= 'number' then
+      garbled[#garbled + 1] = name
+      garbled[#garbled + 1] = field .. ' is not a number'
+      state[field] = nil
+    end
   end
   return state
 end
@@ -64,7 +77,7 @@ local function record_failure(name, due, error)
   redis.call('HSET', KEYS[3], name, cjson.encode(state))
 end
 
-for i = 5, #ARGV, 6 do
+for i = 6, #ARGV, 6 do
   local name, action, next_due, task_id = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local due = tonumber(ARGV[i + 4])
   local raw = redis.call('HGET', KEYS[2], name)
@@ -115,4 +128,8 @@ if released > 0 then
   redis.pcall('PUBLISH', ARGV[3], 'released')
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return {finished, now, first[2] and tonumber(first[2]) or -1, set_aside}
+local earliest = first[2] and tonumber(first[2])
+if not earliest or earliest < 0 or earliest > tonumber(ARGV[5]) then
+  earliest = -1
+end
+return {finished, now, earliest, set_aside, garbled}

@@ -1,11 +1,15 @@
 -- Record that a beat is alive and forget beats silent for longer than the time-to-live.
 --
 -- KEYS[1] = beats  ZSET  beat id -> last heartbeat ms
--- KEYS[2] = config HASH  the version of the beat_schedule the deployment follows
+-- KEYS[2] = config   HASH  the version of the beat_schedule the deployment follows
+-- KEYS[3] = schedule ZSET  only read: members whose score is past any valid time (+inf)
+--                          are never due, so the heartbeat is where they are found
 -- ARGV[1] = beat id
 -- ARGV[2] = time-to-live, ms
+-- ARGV[3] = the latest valid time, ms
 -- Returns {now_ms, 1 when this beat was not registered (first beat, or silent too long),
---          the configuration's version or '' when there is none (new, or Redis lost it)}
+--          the configuration's version or '' when there is none (new, or Redis lost it),
+--          name, score, ... for up to 10 schedule members with a score past ARGV[3]}
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- Refused before writing anything when the key has another type: no probe needed.
@@ -19,5 +23,15 @@ bad = key_error(version, 2, 'hash')
 if bad then
   return bad
 end
+local beyond = redis.pcall('ZRANGEBYSCORE', KEYS[3], '(' .. ARGV[3], '+inf', 'WITHSCORES',
+                           'LIMIT', 0, 10)
+bad = key_error(beyond, 3, 'zset')
+if bad then
+  return bad
+end
 local added = redis.call('ZADD', KEYS[1], now, ARGV[1])
-return {now, added, version or ''}
+local out = {now, added, version or ''}
+for _, value in ipairs(beyond) do
+  out[#out + 1] = value
+end
+return out
