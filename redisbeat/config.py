@@ -253,15 +253,43 @@ class Config:
         )
 
 
+#: redisbeat_django's own Django settings, which Celery sees too when it is configured from
+#: ``django.conf:settings``: not Celery settings, and not misspelled.
+DJANGO_SETTINGS = frozenset({"REDISBEAT_CELERY_APP"})
+
+
 def _reject_unknown_settings(conf: Any) -> None:
+    """Stop on a misspelled setting, however it is spelled: ``redisbeat_*``, the upper-case
+    ``REDISBEAT_*`` Celery does not read, or ``CELERY_REDISBEAT_*`` (Django's namespace)."""
     known = {f"redisbeat_{name}" for name in DEFAULTS}
-    for key in list(conf.keys()):
-        # Lower case only: upper-case REDISBEAT_* names are Django settings of redisbeat_django,
-        # which Celery sees too when it is configured from django.conf:settings.
-        if isinstance(key, str) and key.startswith("redisbeat_") and key not in known:
-            close = difflib.get_close_matches(key, sorted(known), n=1)
-            hint = f"; did you mean {close[0]}?" if close else ""
-            raise ConfigurationError(f"unknown setting {key}{hint}")
+    keys = list(conf.keys())  # first: the namespace is known once the settings are read
+    # With config_from_object(..., namespace="CELERY") Celery reads CELERY_REDISBEAT_*.
+    prefix = str(getattr(conf, "prefix", None) or "")
+    for key in keys:
+        if not isinstance(key, str):
+            continue
+        if key.startswith("redisbeat_"):
+            if key not in known:
+                raise ConfigurationError(f"unknown setting {key}{_hint(key, known)}")
+        elif prefix and key.startswith(f"{prefix}REDISBEAT_"):
+            name = key[len(prefix) :].lower()
+            if name not in known:
+                spelled = {f"{prefix}{k.upper()}" for k in known}
+                raise ConfigurationError(f"unknown setting {key}{_hint(key, spelled)}")
+        elif key.startswith("REDISBEAT_") and key not in DJANGO_SETTINGS:
+            name = key.lower()
+            how = f"{prefix}{key}" if prefix else name
+            if name in known:
+                raise ConfigurationError(
+                    f"setting {key} is not read: Celery reads this one as {how}"
+                )
+            upper = {k.upper() for k in known} | DJANGO_SETTINGS
+            raise ConfigurationError(f"unknown setting {key}{_hint(key, upper)}")
+
+
+def _hint(key: str, known: set[str] | frozenset[str]) -> str:
+    close = difflib.get_close_matches(key, sorted(known), n=1)
+    return f"; did you mean {close[0]}?" if close else ""
 
 
 def _mapping(name: str, value: Any) -> dict[str, Any]:

@@ -109,7 +109,14 @@ class PeriodicTaskAdmin(_ModelAdmin):
             "one_off",
             ("catch_up", "grace_seconds"),
         )
-        routing = ("queue", "exchange", "routing_key", "priority", "headers", "expire_seconds")
+        routing = (
+            "queue",
+            "exchange",
+            "routing_key",
+            "priority",
+            "headers",
+            ("expire_seconds", "expire_at_end"),
+        )
         fieldsets: list[tuple[str, dict[str, Any]]] = [
             ("Task", {"fields": task}),
             ("Schedule", {"fields": schedule, "classes": ("rb-schedule",), "description": HINT}),

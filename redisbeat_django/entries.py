@@ -105,7 +105,9 @@ def options_of(row: Any) -> dict[str, Any]:
         if not isinstance(row.headers, dict):
             raise InvalidEntry(row.name, "headers", "must be a JSON object")
         options["headers"] = row.headers
-    if row.expire_seconds:
+    if row.expire_at_end and row.end_at is not None:
+        options["expires"] = row.end_at.isoformat()
+    elif row.expire_seconds:
         options["expires"] = row.expire_seconds
     return options
 

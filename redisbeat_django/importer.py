@@ -55,7 +55,8 @@ IMPORTED_FIELDS = (
     "kind",
     *_BLANK_SCHEDULE,
     *("args", "kwargs", "queue", "exchange", "routing_key", "priority", "headers"),
-    *("expire_seconds", "enabled", "one_off", "start_at", "end_at", "description"),
+    *("expire_seconds", "expire_at_end", "enabled", "one_off", "start_at", "end_at"),
+    "description",
 )
 _CRONTAB_FIELDS = ("minute", "hour", "day_of_week", "day_of_month", "month_of_year")
 # Our column -> the source field it came from, so a failure names what the user can fix.
@@ -196,8 +197,11 @@ def convert(task: Any) -> dict[str, Any]:
         "exchange": task.exchange or "",
         "routing_key": task.routing_key or "",
         "priority": task.priority,
-        "headers": _json(task.headers, "headers", {}),
+        # django-celery-beat names the task in every message's headers.
+        "headers": {**_json(task.headers, "headers", {}), "periodic_task_name": task.name},
         "expire_seconds": task.expire_seconds,
+        # ... and its expires is the message's expiry too, not only the schedule's end.
+        "expire_at_end": task.expires is not None,
         "enabled": task.enabled,
         "one_off": task.one_off or task.clocked_id is not None,
         "start_at": task.start_time,

@@ -92,6 +92,14 @@ class PeriodicTask(models.Model):
         blank=True,
         help_text=_("A message no worker has started within this many seconds is discarded."),
     )
+    expire_at_end = models.BooleanField(
+        _("messages expire at the end"),
+        default=False,
+        help_text=_(
+            "Each message expires at the end date: one no worker has started by then is "
+            "discarded (as django-celery-beat does with its expires)."
+        ),
+    )
 
     kind = models.CharField(
         _("schedule"), max_length=16, choices=Kind.choices, default=Kind.INTERVAL

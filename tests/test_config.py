@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+import types
+import uuid
+
 import pytest
 from celery import Celery
 
@@ -82,3 +86,41 @@ def test_django_settings_of_redisbeat_django_are_not_mistaken_for_misspellings()
 def test_bad_values_are_rejected_naming_the_setting(setting, value):
     with pytest.raises(ConfigurationError, match=setting):
         Config.from_app(app_with(broker_url="redis://", **{setting: value}))
+
+
+def django_namespaced_app(**settings: object) -> Celery:
+    """An app configured as Django projects do: from a settings module, namespace CELERY."""
+    module = types.ModuleType(f"settings_{uuid.uuid4().hex}")
+    module.CELERY_BROKER_URL = "redis://localhost:6379/0"  # type: ignore[attr-defined]
+    module.REDISBEAT_CELERY_APP = "proj.celery:app"  # type: ignore[attr-defined]
+    for name, value in settings.items():
+        setattr(module, name, value)
+    sys.modules[module.__name__] = module
+    app = Celery("django_proj", set_as_current=False)
+    app.config_from_object(module.__name__, namespace="CELERY")
+    return app
+
+
+def test_settings_in_djangos_celery_namespace_are_read_and_misspellings_rejected():
+    app = django_namespaced_app(CELERY_REDISBEAT_LEASE_SECONDS=7)
+    assert Config.from_app(app).lease_seconds == 7
+    misspelt = django_namespaced_app(CELERY_REDISBEAT_LEASE_SECOND=7)
+    with pytest.raises(
+        ConfigurationError,
+        match="unknown setting CELERY_REDISBEAT_LEASE_SECOND; "
+        "did you mean CELERY_REDISBEAT_LEASE_SECONDS",
+    ):
+        Config.from_app(misspelt)
+
+
+def test_an_upper_case_redisbeat_setting_celery_would_ignore_is_rejected_saying_how_to_spell_it():
+    namespaced = django_namespaced_app(REDISBEAT_LEASE_SECONDS=7)
+    with pytest.raises(
+        ConfigurationError, match="reads this one as CELERY_REDISBEAT_LEASE_SECONDS"
+    ):
+        Config.from_app(namespaced)
+    plain = app_with(broker_url="redis://", REDISBEAT_LEASE_SECONDS=7)
+    with pytest.raises(ConfigurationError, match="reads this one as redisbeat_lease_seconds"):
+        Config.from_app(plain)
+    with pytest.raises(ConfigurationError, match="did you mean REDISBEAT_BATCH_SIZE"):
+        Config.from_app(app_with(broker_url="redis://", REDISBEAT_BATCH_SIZ=7))

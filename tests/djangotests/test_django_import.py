@@ -88,7 +88,8 @@ def test_every_schedule_kind_becomes_a_row_and_reaches_redis(sources, rb_store):
     assert (row.kind, row.every, row.period) == ("interval", 30, "seconds")
     assert row.args == [1, "a"] and row.kwargs == {"k": True}
     assert (row.queue, row.exchange, row.routing_key, row.priority) == ("reports", "ex", "rk", 5)
-    assert row.headers == {"h": "v"} and row.expire_seconds == 60
+    assert row.headers == {"h": "v", "periodic_task_name": "interval"}
+    assert row.expire_seconds == 60 and not row.expire_at_end
     assert row.description == "every half minute"
     stored = rb_store.get("interval")
     assert stored.schedule == Interval(30.0) and stored.source == "django"
@@ -98,7 +99,7 @@ def test_every_schedule_kind_becomes_a_row_and_reaches_redis(sources, rb_store):
         "exchange": "ex",
         "routing_key": "rk",
         "priority": 5,
-        "headers": {"h": "v"},
+        "headers": {"h": "v", "periodic_task_name": "interval"},
         "expires": 60,
     }
 
@@ -271,3 +272,28 @@ def test_zone_name_gives_the_iana_name_of_any_zone(tz, name):
 def test_convert_writes_exactly_the_imported_columns():
     task = source("report")
     assert sorted(convert(task)) == sorted(IMPORTED_FIELDS)
+
+
+def test_an_imported_task_sends_every_option_django_celery_beat_puts_on_its_messages(rb_store):
+    from django_celery_app import app as celery_app
+    from django_celery_beat.schedulers import ModelEntry
+
+    task = source(
+        "paris-report",
+        crontab=crontab(minute="0", hour="9", timezone="Europe/Paris"),
+        queue="reports",
+        exchange="ex",
+        routing_key="rk",
+        priority=3,
+        headers='{"h": "v"}',
+        expires=END,
+    )
+    theirs = ModelEntry(task, app=celery_app).options
+    run()
+    ours = rb_store.get("paris-report").options
+    # The message expires when the schedule ends, as django-celery-beat's do.
+    assert datetime.fromisoformat(ours["expires"]) == theirs["expires"] == END
+    assert {k: v for k, v in ours.items() if k != "expires"} == {
+        k: v for k, v in theirs.items() if k != "expires"
+    }
+    assert PeriodicTask.objects.get(name="paris-report").expire_at_end
