@@ -227,3 +227,8 @@ def test_a_beat_start_brings_redis_up_to_date(rb_store):
     rb_store.remove("a")
     _beat_started(sender=Service(app, scheduler_cls="redisbeat.RedisScheduler"))
     wait_until(lambda: "a" in rb_store, timeout=10, what="entry pushed at beat start")
+
+
+def test_the_migrations_describe_the_models_exactly():
+    # A model change without its migration would fail a user's migrate, not this suite.
+    call_command("makemigrations", "redisbeat_django", "--check", "--dry-run", verbosity=0)
