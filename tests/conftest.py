@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from servers import Beats, RedisServer
+from servers import OPENED, Beats, RedisServer
 
 from redisbeat import ScheduleStore
 
@@ -17,6 +17,13 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server = RedisServer(tmp_path_factory.mktemp("redis")).start()
     yield server
     server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _close_tracked_clients() -> Iterator[None]:
+    yield
+    while OPENED:
+        OPENED.pop().close()
 
 
 @pytest.fixture

@@ -20,6 +20,16 @@ import redis
 HERE = Path(__file__).parent
 
 
+#: Clients a test made and may not close itself; the conftest closes them after each test,
+#: so no socket is left for the garbage collector to warn about.
+OPENED: list[redis.Redis] = []
+
+
+def tracked(client: redis.Redis) -> redis.Redis:
+    OPENED.append(client)
+    return client
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

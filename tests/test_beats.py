@@ -9,7 +9,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import redis
-from servers import RedisServer, Sent, read_queue, wait_until
+from servers import RedisServer, Sent, read_queue, tracked, wait_until
 
 from redisbeat import Entry, Interval, ScheduleStore, occurrence_id
 
@@ -17,11 +17,12 @@ SECOND = 1000
 
 
 def store_for(server: RedisServer, prefix: str) -> ScheduleStore:
-    return ScheduleStore(redis.Redis.from_url(server.url(0), decode_responses=True), prefix=prefix)
+    client = tracked(redis.Redis.from_url(server.url(0), decode_responses=True))
+    return ScheduleStore(client, prefix=prefix)
 
 
 def broker(server: RedisServer) -> redis.Redis:
-    return redis.Redis.from_url(server.url(1), decode_responses=True)
+    return tracked(redis.Redis.from_url(server.url(1), decode_responses=True))
 
 
 def add_interval_entries(
@@ -158,9 +159,6 @@ def test_a_redis_restart_mid_run_neither_loses_nor_doubles_an_occurrence(
     own_redis, prefix, beats_for
 ):
     store = store_for(own_redis, prefix)
-    # A claim Redis ran just as it stopped, whose reply never reached its beat, waits for
-    # its lease to run out before another beat sends it: a short lease keeps that wait
-    # inside the window.
     beats = beats_for(own_redis, prefix, TEST_LEASE="3")
     beats.start(2)
     wait_until(lambda: len(store.beats()) == 2, 30, "two beats to register")
@@ -178,12 +176,19 @@ def test_a_redis_restart_mid_run_neither_loses_nor_doubles_an_occurrence(
     beats.stop_all()
     sent = [s for s in read_queue(broker(own_redis)) if start <= s.due_ms < end]
     counts = Counter((s.entry, s.due_ms) for s in sent)
-    assert not [k for k, n in counts.items() if n > 1]
+    # What is promised (docs/guarantees.md#redis-outages): a claim a beat held across the
+    # outage may be finished by it or, if its lease ran out meanwhile, taken over and sent
+    # again by another beat, under the same task id. Only occurrences due within a lease
+    # of the outage can be in that state; every other one is sent exactly once.
+    around = (down_from - 3 * SECOND, up_at + 3 * SECOND)
+    repeated = {k for k, n in counts.items() if n > 1}
+    assert all(around[0] <= due <= around[1] for _, due in repeated), sorted(repeated)[:3]
+    for s in sent:
+        assert s.task_id == occurrence_id(prefix, s.entry, s.due_ms)
     # Outside the outage every occurrence is sent; inside it they coalesce (catch_up="once").
-    # A beat retries with backoff (0.5, 1, 2 s... after a 1.5 s outage), so it may be back
-    # up to 2 s after Redis plus its reconnect; allow 4 s (by when a lost claim's 3 s lease,
-    # taken before the outage, has run out too).
-    resumed = up_at + 4 * SECOND
+    # A beat tries Redis every 0.2 s while it is down and is back within a fraction of a
+    # second of it; allow 2 s for the reconnects of a loaded machine.
+    resumed = up_at + 2 * SECOND
     want = expected(plan, start, down_from - SECOND) | expected(plan, resumed, end)
     assert not want - set(counts), sorted(want - set(counts))
     for beat in beats.beats:
