@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 import redis
-from servers import RedisServer, wait_until
+from servers import wait_until
 
 from redisbeat import Entry, Interval, ScheduleStore, occurrence_id
 from redisbeat.config import Config
@@ -258,25 +258,6 @@ def test_an_unknown_schedule_kind_in_redis_is_quarantined_naming_the_field(store
     make_due(client, store, "odd", 5)
     dispatcher(store, Recorder()).tick()
     assert "schedule.kind" in store.quarantined()["odd"].error
-
-
-def test_a_beat_survives_redis_going_away_and_resumes_without_losing_the_occurrence(
-    own_redis: RedisServer, caplog
-):
-    client = redis.Redis.from_url(own_redis.url(), decode_responses=True, socket_timeout=2)
-    store = ScheduleStore(client, prefix="p")
-    store.upsert(every("e", 2))
-    rec = Recorder()
-    d = dispatcher(store, rec)
-    own_redis.stop()
-    with caplog.at_level(logging.ERROR, logger="redisbeat"):
-        delays = [d.tick() for _ in range(3)]
-    assert all(x > 0 for x in delays) and delays == sorted(delays)
-    assert len([r for r in caplog.records if "unavailable" in r.message]) == 1
-    own_redis.start()
-    wait_until(lambda: (d.tick(), rec.sent)[1], 10, "a send after Redis came back")
-    assert store.state("e").total_run_count == 1
-    store.close()
 
 
 def test_heartbeats_register_the_beat_and_close_deregisters_it(redis_server, prefix):

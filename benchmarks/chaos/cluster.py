@@ -71,6 +71,8 @@ class Cluster:
     beats: Beats = field(init=False)
     #: Beat -> the proxy between it and the store, for the beats that have one.
     proxies: dict[int, TcpProxy] = field(default_factory=dict)
+    #: Beat -> the proxy between it and the broker, for the beats that have one.
+    broker_proxies: dict[int, TcpProxy] = field(default_factory=dict)
     #: Beat -> its clock offset, for the beats whose clock is skewed.
     skews: dict[int, str] = field(default_factory=dict)
 
@@ -135,6 +137,8 @@ class Cluster:
         env: dict[str, str] = {}
         if slot in self.proxies:
             env["TEST_STORE_URL"] = self.proxies[slot].url(0)
+        if slot in self.broker_proxies:
+            env["TEST_BROKER_URL"] = self.broker_proxies[slot].url(0)
         if slot in self.skews:
             env.update(
                 LD_PRELOAD=libfaketime(),
@@ -195,7 +199,7 @@ class Cluster:
 
     def stop(self) -> None:
         self.beats.stop_all()
-        for proxy in self.proxies.values():
+        for proxy in [*self.proxies.values(), *self.broker_proxies.values()]:
             proxy.stop()
         if self.sentinel is not None:
             self.sentinel.stop()
