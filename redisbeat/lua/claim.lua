@@ -18,8 +18,7 @@
 --           puts it back on its schedule from its definition instead of sending it
 -- Returns {now_ms, earliest_remaining_score_ms or -1 (also when that score is not valid),
 --          name, definition, due_ms, claimed_ms, recovered (0|1|2), name, definition, ...}
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local lease_until = now + tonumber(ARGV[2])
 local max_ms = tonumber(ARGV[4])
 local function valid(ms)
@@ -45,15 +44,11 @@ for i = 1, #due, 2 do
     redis.call('HDEL', KEYS[3], name)
   else
     local occurrence, claimed, recovered = tonumber(due[i + 1]), now, 0
-    local previous = redis.call('HGET', KEYS[3], name)
-    if previous then
-      local ok, claim = pcall(cjson.decode, previous)
-      if ok and type(claim) == 'table' and tonumber(claim.due)
-          and tonumber(claim.lease_until) == tonumber(due[i + 1]) then
-        occurrence, recovered = tonumber(claim.due), 1
-        -- A record written before claim times were kept: the claim stood for its due time.
-        claimed = tonumber(claim.at) or occurrence
-      end
+    local claim = record(redis.call('HGET', KEYS[3], name))
+    if claim and tonumber(claim.due) and tonumber(claim.lease_until) == tonumber(due[i + 1]) then
+      occurrence, recovered = tonumber(claim.due), 1
+      -- A record written before claim times were kept: the claim stood for its due time.
+      claimed = tonumber(claim.at) or occurrence
     end
     if not valid(occurrence) or not valid(claimed) then
       occurrence, claimed, recovered = now, now, 2

@@ -22,8 +22,7 @@ if ARGV[1] == 'applied' then
   redis.call('HSET', KEYS[1], 'applied', '1')
   return 1
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 redis.call('HSET', KEYS[1], 'version', ARGV[3], 'at', now, 'by', ARGV[4], 'entries', ARGV[5],
            'previous', ARGV[6], 'applied', '0')
 return 1

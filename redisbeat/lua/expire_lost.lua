@@ -15,19 +15,14 @@ local bad = wrong_type({'zset', 'hash'})
 if bad then
   return bad
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local candidates = redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[2], now + tonumber(ARGV[3]),
                               'WITHSCORES')
 local expired = 0
 for i = 1, #candidates, 2 do
   local name, score = candidates[i], tonumber(candidates[i + 1])
-  local raw = redis.call('HGET', KEYS[2], name)
-  local ok, claim = false, nil
-  if raw then
-    ok, claim = pcall(cjson.decode, raw)
-  end
-  if ok and type(claim) == 'table' and claim.beat == ARGV[1]
+  local claim = record(redis.call('HGET', KEYS[2], name))
+  if claim and claim.beat == ARGV[1]
       and tonumber(claim.lease_until) == score then
     claim.lease_until = now
     redis.call('HSET', KEYS[2], name, cjson.encode(claim))

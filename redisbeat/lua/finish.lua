@@ -27,8 +27,7 @@ local bad = wrong_type({'zset', 'hash', 'hash', 'hash', 'hash'})
 if bad then
   return bad
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local beat, lease_until = ARGV[1], tonumber(ARGV[2])
 local quarantine_after = tonumber(ARGV[4])
 local finished = 0
@@ -80,12 +79,8 @@ end
 for i = 6, #ARGV, 6 do
   local name, action, next_due, task_id = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local due = tonumber(ARGV[i + 4])
-  local raw = redis.call('HGET', KEYS[2], name)
-  local ok, claim = false, nil
-  if raw then
-    ok, claim = pcall(cjson.decode, raw)
-  end
-  local mine = ok and type(claim) == 'table' and claim.beat == beat
+  local claim = record(redis.call('HGET', KEYS[2], name))
+  local mine = claim ~= nil and claim.beat == beat
       and tonumber(claim.lease_until) == lease_until
   if mine then
     finished = finished + 1

@@ -10,8 +10,7 @@
 -- Returns {now_ms, 1 when this beat was not registered (first beat, or silent too long),
 --          the configuration's version or '' when there is none (new, or Redis lost it),
 --          name, score, ... for up to 10 schedule members with a score past ARGV[3]}
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 -- Refused before writing anything when the key has another type: no probe needed.
 local bad = key_error(
   redis.pcall('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2])), 1, 'zset')

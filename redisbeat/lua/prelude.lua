@@ -1,4 +1,5 @@
--- Put in front of every script by scripts.py.
+-- Put in front of every script by scripts.py: the key type check, the Redis clock and the
+-- decoding of a record, spelled once.
 -- wrong_type({'zset', 'hash', ...}) checks KEYS[1], KEYS[2], ... before the script touches
 -- anything. A key holding another type gives one error naming the key, rather than a
 -- WRONGTYPE halfway through the script's writes (Redis does not undo a script's earlier
@@ -23,6 +24,22 @@ local function wrong_type(types)
     if bad then
       return bad
     end
+  end
+  return nil
+end
+-- The Redis clock, ms: the one clock every beat shares.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- A JSON object a script wrote (a claim record), or nil when it is missing or not one.
+local function record(raw)
+  if not raw then
+    return nil
+  end
+  local ok, value = pcall(cjson.decode, raw)
+  if ok and type(value) == 'table' then
+    return value
   end
   return nil
 end

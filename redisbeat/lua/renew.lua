@@ -15,19 +15,14 @@ local bad = wrong_type({'zset', 'hash'})
 if bad then
   return bad
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local beat, old = ARGV[1], tonumber(ARGV[2])
 local lease_until = now + tonumber(ARGV[3])
 local renewed = 0
 for i = 4, #ARGV do
   local name = ARGV[i]
-  local raw = redis.call('HGET', KEYS[2], name)
-  local ok, claim = false, nil
-  if raw then
-    ok, claim = pcall(cjson.decode, raw)
-  end
-  if ok and type(claim) == 'table' and claim.beat == beat
+  local claim = record(redis.call('HGET', KEYS[2], name))
+  if claim and claim.beat == beat
       and tonumber(claim.lease_until) == old then
     if tonumber(redis.call('ZSCORE', KEYS[1], name)) == old then
       redis.call('ZADD', KEYS[1], lease_until, name)

@@ -12,8 +12,7 @@ end
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 redis.call('ZADD', KEYS[2], now, ARGV[1])
 redis.call('PUBLISH', ARGV[2], ARGV[1])
 return 1
