@@ -16,7 +16,7 @@ from functools import partial
 from itertools import islice
 from typing import Any
 
-from django.db import close_old_connections, transaction
+from django.db import DatabaseError, close_old_connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 from redis.exceptions import RedisError
@@ -222,6 +222,13 @@ class Retrier:
                     result = reconcile()
                 except (RedisError, OSError, RedisBeatError) as exc:
                     log.debug("redisbeat: Redis still unavailable: %s", exc)
+                    delay = min(delay * 2, RETRY_MAX_SECONDS)
+                    continue
+                except DatabaseError as exc:
+                    # A busy or locked database (SQLite's table lock, a deadlock) is as
+                    # passing as a Redis outage: the changes wait, the retry goes on.
+                    log.warning("redisbeat: could not reconcile, will retry: %s", exc)
+                    close_old_connections()
                     delay = min(delay * 2, RETRY_MAX_SECONDS)
                     continue
                 log.info(

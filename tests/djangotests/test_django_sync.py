@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import io
+import logging
 
 import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
 from servers import wait_until
 
 from redisbeat import Entry
@@ -184,13 +185,7 @@ def test_changes_made_while_redis_is_down_are_pushed_once_it_is_back(
     assert pending == {"kept": SyncStatus.PENDING, "added-while-down": SyncStatus.PENDING}
     assert "Redis unavailable" in PeriodicTask.objects.get(name="kept").sync_error
     own_redis.start()
-    wait_until(
-        lambda: (
-            set(PeriodicTask.objects.values_list("sync_status", flat=True)) == {SyncStatus.SYNCED}
-        ),
-        timeout=20,
-        what="rows synced after Redis came back",
-    )
+    wait_until(all_synced, timeout=20, what="rows synced after Redis came back")
     assert own_store.get("kept").schedule == Interval(90.0)
     assert own_store.names("django") == {"kept", "added-while-down"}
 
@@ -232,3 +227,40 @@ def test_a_beat_start_brings_redis_up_to_date(rb_store):
 def test_the_migrations_describe_the_models_exactly():
     # A model change without its migration would fail a user's migrate, not this suite.
     call_command("makemigrations", "redisbeat_django", "--check", "--dry-run", verbosity=0)
+
+
+def all_synced() -> bool:
+    """Every row synced. The tests' SQLite is in memory, where a read that meets the
+    background retry's write fails at once (it does not wait): that read says "not yet"."""
+    try:
+        statuses = set(PeriodicTask.objects.values_list("sync_status", flat=True))
+    except DatabaseError:
+        return False
+    return statuses == {SyncStatus.SYNCED}
+
+
+def test_the_background_retry_outlives_a_database_error_when_redis_comes_back(
+    own_store, own_redis, monkeypatch, caplog
+):
+    monkeypatch.setattr(sync, "RETRY_MAX_SECONDS", 0.5)
+    monkeypatch.setattr(sync, "RETRY_MIN_SECONDS", 0.2)
+    make(name="kept", every=30)
+    own_redis.stop()
+    edited = PeriodicTask.objects.get(name="kept")
+    edited.every = 90
+    edited.save()
+    assert PeriodicTask.objects.get(name="kept").sync_status == SyncStatus.PENDING
+    table = PeriodicTask._meta.db_table
+    with caplog.at_level(logging.WARNING, logger="redisbeat_django"):
+        # The table is out of reach (as in a lock, a failover, a migration): the retry's
+        # reconcile fails on the database, with Redis back.
+        with connection.cursor() as cursor:
+            cursor.execute(f"ALTER TABLE {table} RENAME TO {table}_away")
+        try:
+            own_redis.start()
+            wait_until(lambda: "could not reconcile, will retry" in caplog.text, 20, "an error")
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute(f"ALTER TABLE {table}_away RENAME TO {table}")
+    wait_until(all_synced, timeout=20, what="rows synced once the database answers")
+    assert own_store.get("kept").schedule == Interval(90.0)
