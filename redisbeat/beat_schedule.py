@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 
 #: Tries when other beats write the configuration at the same moment.
 ATTEMPTS = 5
+#: The digest of an entry whose definition in Redis is not known: equal to none.
+UNKNOWN = "?"
 
 
 class BeatSchedule:
@@ -35,35 +37,45 @@ class BeatSchedule:
         self.entries = {e.name: e for e in entries}
         self.digests = digests(entries)
         self.version = version(self.digests)
-        self._synced = False
+        #: Whether this beat has settled the configuration once: a different record seen
+        #: after that is a newer deploy, not something for this beat to write over.
+        self._started = False
+        #: Whether the record this beat last saw is written; until then every heartbeat
+        #: (and the next tick after a failure) tries again.
+        self._settled = False
         #: The newer version this beat said it leaves alone.
         self._deferred_to: str | None = None
 
     def heartbeat(self, recorded: str | None) -> None:
         """Act on the version Redis records (None: none): at start, and at each heartbeat."""
-        if not self._synced or recorded is None:
-            if self._synced:
-                log.warning("redisbeat: the beat_schedule record is gone from Redis (lost data?)")
-            self._sync()
-            self._synced = True
+        if recorded is None and self._settled:
+            log.warning("redisbeat: the beat_schedule record is gone from Redis (lost data?)")
+            self._settled = False
+        if not self._settled:
+            # Raises on Redis trouble, leaving it unsettled: a rewrite cut short by an error
+            # is finished later even though the record already names this beat's version.
+            self._settled = self._sync()
+            self._started = self._started or self._settled
         elif recorded != self.version and recorded != self._deferred_to:
             marker = self.store.config_marker()
             if marker is not None and marker.version != self.version:
                 self._defer(marker)
 
-    def _sync(self) -> None:
+    def _sync(self) -> bool:
+        """Write this beat's configuration if it stands; True once the record is settled."""
         for _ in range(ATTEMPTS):
             marker = self.store.config_marker()
             if marker is not None and marker.version == self.version:
                 if not marker.applied:  # its writer stopped halfway: finish its work
                     self._apply(marker.previous)
                     self.store.config_applied(self.version)
-                return
-            if marker is not None and self._synced:
+                return True
+            if marker is not None and self._started:
                 self._defer(marker)  # a newer configuration was deployed meanwhile
-                return
-            read = "" if marker is None else marker.version
-            previous = None if marker is None else marker.entries
+                return True
+            # A record no beat could have written reads as none, and is replaced.
+            read = marker.version if marker else self.store.config_version() or ""
+            previous = None if marker is None else written(marker)
             if self.store.claim_config(read, self.version, self.beat_id, self.digests, previous):
                 if marker is not None:
                     log.warning(
@@ -75,8 +87,9 @@ class BeatSchedule:
                     )
                 self._apply(previous)
                 self.store.config_applied(self.version)
-                return
+                return True
         log.warning("redisbeat: other beats kept writing beat_schedule; will try again")
+        return False
 
     def _apply(self, previous: dict[str, str] | None) -> None:
         """Write what changed since ``previous`` (None: everything, and remove the rest)."""
@@ -107,3 +120,20 @@ class BeatSchedule:
             marker.at.isoformat(),
             differences(self.digests, marker.entries),
         )
+
+
+def written(marker: ConfigMarker) -> dict[str, str] | None:
+    """The digests the entries in Redis are known to follow (None: nothing is known).
+
+    A record whose writer stopped halfway leaves each entry its two configurations define
+    differently as either; such names get a digest no entry has, so they are written again.
+    """
+    if marker.applied:
+        return marker.entries
+    if marker.previous is None:
+        return None
+    before, after = marker.previous, marker.entries
+    return {
+        name: before[name] if before.get(name) == after.get(name) else UNKNOWN
+        for name in before.keys() | after.keys()
+    }
