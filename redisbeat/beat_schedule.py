@@ -8,12 +8,14 @@ the entries whose configured definition changed, so runtime changes to the other
 records its version, and says which entries differ. A running beat whose configuration is
 no longer the recorded one says so once and leaves Redis alone. A beat that restarts with
 the recorded configuration writes nothing. When the record is gone (Redis lost its data),
-the first beat to notice writes its whole configuration again.
+the first beat to notice writes its whole configuration again; a beat whose configuration
+was superseded first gives the newer one's beats a heartbeat's time to live to do so.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
 from .entry import Entry
 from .records import ConfigMarker
@@ -31,9 +33,16 @@ UNKNOWN = "?"
 class BeatSchedule:
     """One beat's ``beat_schedule``, kept in Redis by the rule above."""
 
-    def __init__(self, store: ScheduleStore, beat_id: str, entries: list[Entry]) -> None:
+    def __init__(
+        self, store: ScheduleStore, beat_id: str, entries: list[Entry], *, grace: float = 0.0
+    ) -> None:
         self.store = store
         self.beat_id = beat_id
+        #: Seconds a beat whose configuration was superseded waits, once the record is gone,
+        #: before it writes its own (the beats' heartbeat time to live).
+        self.grace = grace
+        #: When this beat first saw the record gone while it was superseded (monotonic).
+        self._gone_since: float | None = None
         self.entries = {e.name: e for e in entries}
         self.digests = digests(entries)
         self.version = version(self.digests)
@@ -48,6 +57,9 @@ class BeatSchedule:
 
     def heartbeat(self, recorded: str | None) -> None:
         """Act on the version Redis records (None: none): at start, and at each heartbeat."""
+        if recorded is None and self._settled and self._superseded():
+            return
+        self._gone_since = None
         if recorded is None and self._settled:
             log.warning("redisbeat: the beat_schedule record is gone from Redis (lost data?)")
             self._settled = False
@@ -60,6 +72,20 @@ class BeatSchedule:
             marker = self.store.config_marker()
             if marker is not None and marker.version != self.version:
                 self._defer(marker)
+
+    def _superseded(self) -> bool:
+        """Whether to leave lost data to the beats of a newer configuration for now.
+
+        Every live beat hears of the loss within a heartbeat; waiting longer than that lets a
+        beat of the newest release write first, so lost data does not undo a deploy. Without
+        such a beat, this one writes its configuration once the grace is over.
+        """
+        if self._deferred_to is None:
+            return False
+        now = time.monotonic()
+        if self._gone_since is None:
+            self._gone_since = now
+        return now - self._gone_since < self.grace
 
     def _sync(self) -> bool:
         """Write this beat's configuration if it stands; True once the record is settled."""
@@ -87,6 +113,7 @@ class BeatSchedule:
                     )
                 self._apply(previous)
                 self.store.config_applied(self.version)
+                self._deferred_to = None
                 return True
         log.warning("redisbeat: other beats kept writing beat_schedule; will try again")
         return False

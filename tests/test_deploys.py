@@ -154,3 +154,29 @@ def test_a_config_deployed_over_one_whose_writer_stopped_halfway_rewrites_what_i
     assert "gone" not in store and "c" in store
     marker = store.config_marker()
     assert marker is not None and marker.applied and marker.version == third.version
+
+
+def test_when_redis_loses_its_data_during_a_deploy_the_new_config_is_written_not_the_old(
+    own_redis, prefix, beats_for, stores
+):
+    store = stores(own_redis, prefix)
+    old = {"kept": HOURLY, "old-only": HOURLY}
+    new = {"kept": HOURLY, "new-only": HOURLY}
+    beats = beats_for(own_redis, prefix)
+    # The old beat hears of the loss first: its heartbeat is the more frequent.
+    [old_beat] = beats.start(1, TEST_BEAT_SCHEDULE=json.dumps(old), TEST_HEARTBEAT="0.3")
+    wait_until(lambda: "old-only" in store, 30, "the old config to sync")
+    [new_beat] = beats.start(1, TEST_BEAT_SCHEDULE=json.dumps(new), TEST_HEARTBEAT="0.6")
+    wait_until(lambda: "a newer beat_schedule was deployed" in old_beat.output(), 30, "deploy")
+
+    def new_beat_seen() -> int:
+        [seen] = [b.last_seen for b in store.beats() if b.pid == new_beat.process.pid]
+        return int(seen.timestamp() * 1000)
+
+    before = new_beat_seen()
+    wait_until(lambda: new_beat_seen() > before, 10, "a heartbeat of the new beat")
+    store.client.flushall()  # just after it: the old beat hears first
+    wait_until(lambda: "new-only" in store, 10, "the new config to come back")
+    heartbeats_after(store, store.now_ms())
+    assert "old-only" not in store and "kept" in store
+    assert old_beat.output().count("a newer beat_schedule was deployed") == 1
