@@ -8,12 +8,14 @@ the entries whose configured definition changed, so runtime changes to the other
 records its version, and says which entries differ. A running beat whose configuration is
 no longer the recorded one says so once and leaves Redis alone. A beat that restarts with
 the recorded configuration writes nothing. When the record is gone (Redis lost its data),
-the first beat to notice writes its whole configuration again.
+the first beat to notice writes its whole configuration again; a beat whose configuration
+was superseded first gives the newer one's beats a heartbeat's time to live to do so.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
 from .entry import Entry
 from .records import ConfigMarker
@@ -24,46 +26,82 @@ log = logging.getLogger(__name__)
 
 #: Tries when other beats write the configuration at the same moment.
 ATTEMPTS = 5
+#: The digest of an entry whose definition in Redis is not known: equal to none.
+UNKNOWN = "?"
 
 
 class BeatSchedule:
     """One beat's ``beat_schedule``, kept in Redis by the rule above."""
 
-    def __init__(self, store: ScheduleStore, beat_id: str, entries: list[Entry]) -> None:
+    def __init__(
+        self, store: ScheduleStore, beat_id: str, entries: list[Entry], *, grace: float = 0.0
+    ) -> None:
         self.store = store
         self.beat_id = beat_id
+        #: Seconds a beat whose configuration was superseded waits, once the record is gone,
+        #: before it writes its own (the beats' heartbeat time to live).
+        self.grace = grace
+        #: When this beat first saw the record gone while it was superseded (monotonic).
+        self._gone_since: float | None = None
         self.entries = {e.name: e for e in entries}
         self.digests = digests(entries)
         self.version = version(self.digests)
-        self._synced = False
+        #: Whether this beat has settled the configuration once: a different record seen
+        #: after that is a newer deploy, not something for this beat to write over.
+        self._started = False
+        #: Whether the record this beat last saw is written; until then every heartbeat
+        #: (and the next tick after a failure) tries again.
+        self._settled = False
         #: The newer version this beat said it leaves alone.
         self._deferred_to: str | None = None
 
     def heartbeat(self, recorded: str | None) -> None:
         """Act on the version Redis records (None: none): at start, and at each heartbeat."""
-        if not self._synced or recorded is None:
-            if self._synced:
-                log.warning("redisbeat: the beat_schedule record is gone from Redis (lost data?)")
-            self._sync()
-            self._synced = True
+        if recorded is None and self._settled and self._superseded():
+            return
+        self._gone_since = None
+        if recorded is None and self._settled:
+            log.warning("redisbeat: the beat_schedule record is gone from Redis (lost data?)")
+            self._settled = False
+        if not self._settled:
+            # Raises on Redis trouble, leaving it unsettled: a rewrite cut short by an error
+            # is finished later even though the record already names this beat's version.
+            self._settled = self._sync()
+            self._started = self._started or self._settled
         elif recorded != self.version and recorded != self._deferred_to:
             marker = self.store.config_marker()
             if marker is not None and marker.version != self.version:
                 self._defer(marker)
 
-    def _sync(self) -> None:
+    def _superseded(self) -> bool:
+        """Whether to leave lost data to the beats of a newer configuration for now.
+
+        Every live beat hears of the loss within a heartbeat; waiting longer than that lets a
+        beat of the newest release write first, so lost data does not undo a deploy. Without
+        such a beat, this one writes its configuration once the grace is over.
+        """
+        if self._deferred_to is None:
+            return False
+        now = time.monotonic()
+        if self._gone_since is None:
+            self._gone_since = now
+        return now - self._gone_since < self.grace
+
+    def _sync(self) -> bool:
+        """Write this beat's configuration if it stands; True once the record is settled."""
         for _ in range(ATTEMPTS):
             marker = self.store.config_marker()
             if marker is not None and marker.version == self.version:
                 if not marker.applied:  # its writer stopped halfway: finish its work
                     self._apply(marker.previous)
                     self.store.config_applied(self.version)
-                return
-            if marker is not None and self._synced:
+                return True
+            if marker is not None and self._started:
                 self._defer(marker)  # a newer configuration was deployed meanwhile
-                return
-            read = "" if marker is None else marker.version
-            previous = None if marker is None else marker.entries
+                return True
+            # A record no beat could have written reads as none, and is replaced.
+            read = marker.version if marker else self.store.config_version() or ""
+            previous = None if marker is None else written(marker)
             if self.store.claim_config(read, self.version, self.beat_id, self.digests, previous):
                 if marker is not None:
                     log.warning(
@@ -75,8 +113,10 @@ class BeatSchedule:
                     )
                 self._apply(previous)
                 self.store.config_applied(self.version)
-                return
+                self._deferred_to = None
+                return True
         log.warning("redisbeat: other beats kept writing beat_schedule; will try again")
+        return False
 
     def _apply(self, previous: dict[str, str] | None) -> None:
         """Write what changed since ``previous`` (None: everything, and remove the rest)."""
@@ -107,3 +147,20 @@ class BeatSchedule:
             marker.at.isoformat(),
             differences(self.digests, marker.entries),
         )
+
+
+def written(marker: ConfigMarker) -> dict[str, str] | None:
+    """The digests the entries in Redis are known to follow (None: nothing is known).
+
+    A record whose writer stopped halfway leaves each entry its two configurations define
+    differently as either; such names get a digest no entry has, so they are written again.
+    """
+    if marker.applied:
+        return marker.entries
+    if marker.previous is None:
+        return None
+    before, after = marker.previous, marker.entries
+    return {
+        name: before[name] if before.get(name) == after.get(name) else UNKNOWN
+        for name in before.keys() | after.keys()
+    }

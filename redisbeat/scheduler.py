@@ -120,7 +120,10 @@ class RedisScheduler(Scheduler):
         # Made at the first heartbeat: setup_schedule runs before the store exists.
         if self._beat_schedule is None:
             self._beat_schedule = BeatSchedule(
-                self.store, self.dispatcher.beat_id, self._config_entries
+                self.store,
+                self.dispatcher.beat_id,
+                self._config_entries,
+                grace=3 * self.config.heartbeat_seconds,
             )
         self._beat_schedule.heartbeat(recorded)
 

@@ -491,6 +491,10 @@ class ScheduleStore:
         values = self.client.hmget(self.keys.config, fields)
         return ConfigMarker.from_fields([text_or_none(v) for v in values])
 
+    def config_version(self) -> str | None:
+        """The version the record names, even a record :meth:`config_marker` cannot read."""
+        return text_or_none(self.client.hget(self.keys.config, "version"))
+
     def claim_config(
         self,
         read: str,

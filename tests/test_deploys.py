@@ -9,7 +9,9 @@ import time
 
 from servers import Beat, wait_until
 
-from redisbeat import ScheduleStore
+from redisbeat import Entry, Interval, ScheduleStore
+from redisbeat.beat_schedule import BeatSchedule
+from redisbeat.sync import CONFIG_SOURCE, digests, version
 
 HOURLY = {"task": "proj.ping", "schedule": 3600}
 
@@ -104,3 +106,77 @@ def test_during_a_deploy_the_newest_config_stands_and_the_old_beat_says_so_and_l
     assert heard.count("a newer beat_schedule was deployed") == 1
     time.sleep(0)  # both beats keep running: neither exits on the difference
     assert old_beat.process.poll() is None and new_beat.process.poll() is None
+
+
+def test_a_rewrite_after_lost_data_cut_short_by_a_redis_error_is_finished_once_redis_answers(
+    own_redis, prefix, beats_for, stores
+):
+    store, beat = one_beat(own_redis, prefix, beats_for, stores, {"cfg": HOURLY})
+    owned = f"{{{prefix}}}:source:config"
+    with store.client.pipeline(transaction=True) as pipe:  # lost data, and a key in the way
+        pipe.flushall().set(owned, "not a set").execute()
+    wait_until(lambda: "wrong type" in beat.output(), 10, "the rewrite to fail")
+    store.client.delete(owned)
+    wait_until(lambda: "cfg" in store, 10, "the config to come back")
+    marker = store.config_marker()
+    assert marker is not None and marker.applied
+
+
+def test_a_record_no_beat_could_have_written_is_replaced_by_a_starting_beats_config(
+    redis_server, prefix, beats_for, stores
+):
+    store = stores(redis_server, prefix)
+    store.client.hset(f"{{{prefix}}}:config", "version", "scribbled")
+    one_beat(redis_server, prefix, beats_for, stores, {"cfg": HOURLY})
+    marker = store.config_marker()
+    assert marker is not None and marker.applied and "cfg" in marker.entries
+
+
+def config(**args: list[int]) -> list[Entry]:
+    return [
+        Entry(n, "proj.ping", Interval(3600), args=a, source=CONFIG_SOURCE) for n, a in args.items()
+    ]
+
+
+def test_a_config_deployed_over_one_whose_writer_stopped_halfway_rewrites_what_it_may_have_left(
+    redis_server, prefix, stores
+):
+    store = stores(redis_server, prefix)
+    BeatSchedule(store, "first", config(a=[1], b=[1], gone=[1])).heartbeat(None)
+    # The next deploy's beat records its configuration and stops before writing any entry.
+    halfway = digests(config(a=[2], b=[1]))
+    before = store.config_marker()
+    assert before is not None
+    store.claim_config(before.version, version(halfway), "stopped", halfway, before.entries)
+    third = BeatSchedule(store, "third", config(a=[2], b=[1], c=[1]))
+    third.heartbeat(version(halfway))
+    assert store.get("a").args == (2,)  # the stopped beat's change, never written by it
+    assert "gone" not in store and "c" in store
+    marker = store.config_marker()
+    assert marker is not None and marker.applied and marker.version == third.version
+
+
+def test_when_redis_loses_its_data_during_a_deploy_the_new_config_is_written_not_the_old(
+    own_redis, prefix, beats_for, stores
+):
+    store = stores(own_redis, prefix)
+    old = {"kept": HOURLY, "old-only": HOURLY}
+    new = {"kept": HOURLY, "new-only": HOURLY}
+    beats = beats_for(own_redis, prefix)
+    # The old beat hears of the loss first: its heartbeat is the more frequent.
+    [old_beat] = beats.start(1, TEST_BEAT_SCHEDULE=json.dumps(old), TEST_HEARTBEAT="0.3")
+    wait_until(lambda: "old-only" in store, 30, "the old config to sync")
+    [new_beat] = beats.start(1, TEST_BEAT_SCHEDULE=json.dumps(new), TEST_HEARTBEAT="0.6")
+    wait_until(lambda: "a newer beat_schedule was deployed" in old_beat.output(), 30, "deploy")
+
+    def new_beat_seen() -> int:
+        [seen] = [b.last_seen for b in store.beats() if b.pid == new_beat.process.pid]
+        return int(seen.timestamp() * 1000)
+
+    before = new_beat_seen()
+    wait_until(lambda: new_beat_seen() > before, 10, "a heartbeat of the new beat")
+    store.client.flushall()  # just after it: the old beat hears first
+    wait_until(lambda: "new-only" in store, 10, "the new config to come back")
+    heartbeats_after(store, store.now_ms())
+    assert "old-only" not in store and "kept" in store
+    assert old_beat.output().count("a newer beat_schedule was deployed") == 1
