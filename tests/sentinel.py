@@ -210,9 +210,11 @@ class SentinelGroup:
             client.sentinel_failover(self.master_name)
         except redis.ResponseError as exc:
             # The sentinels started one of their own (on a loaded machine a master can miss
-            # down-after-milliseconds): the fault happens all the same; wait for its end.
+            # down-after-milliseconds): the fault happens all the same. Its new master may
+            # already be the one reported above, so wait for its end, not for another master.
             if "INPROG" not in str(exc):
                 raise
+            return self._wait_failover_over(timeout)
         finally:
             client.close()
         return self._wait_new_master(old, timeout)
@@ -266,6 +268,10 @@ class SentinelGroup:
                 peers: Any = client.sentinel_sentinels(self.master_name)
                 if len(peers) < self.sentinel_count - 1:
                     return False
+                # A failover that has promoted its replica but not yet ended refuses the
+                # next SENTINEL FAILOVER (INPROG): healthy means it is over.
+                if self._failing_over(sentinel):
+                    return False
             except redis.RedisError:
                 return False
             finally:
@@ -283,6 +289,32 @@ class SentinelGroup:
 
         new: RedisServer = wait_until(promoted, timeout, "a new master to be promoted", 0.05)
         return new
+
+    def _wait_failover_over(self, timeout: float) -> RedisServer:
+        """Wait until no sentinel is failing the master over and every one agrees on a master
+        that accepts writes; that master."""
+
+        def over() -> RedisServer | None:
+            address = self.master_address()
+            if address is None or not self._all_agree_on(address):
+                return None
+            if any(self._failing_over(s) for s in self.sentinels) or not self._writable(address):
+                return None
+            return self.master()
+
+        done: RedisServer = wait_until(over, timeout, "the failover in progress to end", 0.05)
+        return done
+
+    def _failing_over(self, sentinel: SentinelProcess) -> bool:
+        """Whether one sentinel reports a failover of the master in progress (or no answer)."""
+        client = sentinel.client()
+        try:
+            state: Any = client.sentinel_master(self.master_name)
+        except redis.RedisError:
+            return True
+        finally:
+            client.close()
+        return "failover_in_progress" in str(state.get("flags", ""))
 
     def _wait_replicas_online(self, master: RedisServer, timeout: float) -> None:
         wait_until(

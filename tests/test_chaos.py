@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
+from sentinel import SentinelGroup
+from servers import RedisServer, wait_until
 
 from redisbeat import Entry
 from redisbeat.entry import occurrence_id
@@ -22,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.chaos.checker import Delivery, Timeline, judge, occurrences
 from benchmarks.chaos.cluster import Settings
-from benchmarks.chaos.scenarios import CI, SCENARIOS, rules, run
+from benchmarks.chaos.report import markdown_table
+from benchmarks.chaos.scenarios import CI, SCENARIOS, Outcome, quiet_bound, rules, run
 
 T0 = 1_800_000_000_000  # a whole second, ms
 PREFIX = "p"
@@ -154,3 +158,65 @@ def test_scenario(name: str, tmp_path: Path) -> None:
         assert v.delivered + v.coalesced == v.due
     if SCENARIOS[name].fault is not None:
         assert v.faults >= 1, outcome.faults
+
+
+class _GroupWithAStubbornReplica(SentinelGroup):
+    """A group whose second replica is never promoted (priority 0)."""
+
+    def _server(self, name: str, extra_args: list[str]) -> RedisServer:
+        stubborn = ["--replica-priority", "0"] if name == "server-2" else []
+        return super()._server(name, [*extra_args, *stubborn])
+
+
+def _failing_over(group: SentinelGroup) -> bool:
+    """Whether any sentinel of the group says a failover of its master is in progress."""
+    for sentinel in group.sentinels:
+        client = sentinel.client()
+        try:
+            if "failover_in_progress" in str(client.sentinel_master(group.master_name)["flags"]):
+                return True
+        finally:
+            client.close()
+    return False
+
+
+def test_a_failover_asked_for_while_the_sentinels_run_their_own_waits_for_its_end(
+    tmp_path: Path,
+) -> None:
+    group = _GroupWithAStubbornReplica(tmp_path, replica_count=2, failover_timeout_ms=4000)
+    group.start()
+    try:
+        # The second replica refuses to follow the new master, so the sentinels' failover
+        # stays in progress (its new master already reported) until its timeout: the moment
+        # a loaded machine's own failover, started when the master missed its pings, leaves.
+        stubborn = group.servers[2]
+        admin = redis.Redis(port=stubborn.port)
+        admin.acl_setuser("default", reset=False, commands=["-slaveof", "-replicaof"])
+        admin.close()
+        old = group.master()
+        client = group.sentinels[0].client()
+        client.sentinel_failover(group.master_name)
+        client.close()
+        wait_until(
+            lambda: group.master() is not old and _failing_over(group),
+            20,
+            "the sentinels' failover to promote a replica",
+        )
+        assert group.failover(timeout=20) is group.servers[1]
+        assert not _failing_over(group)
+    finally:
+        group.stop()
+
+
+def test_the_quiet_lateness_bound_grows_as_the_hosts_cores_are_oversubscribed() -> None:
+    assert quiet_bound(0.5, cores=2) == quiet_bound(2.0, cores=2) == 500
+    assert quiet_bound(6.0, cores=2) == 1500
+    late = [sent("a", T0 + i * 1000, T0 + i * 1000 + 900) for i in range(5)]
+    v = verdict(history(every("a", 1)), late)
+    assert rules(v, SCENARIOS["no faults"], SETTINGS) == [
+        "an occurrence arrived 900 ms late (bound 500 ms)"
+    ]
+    assert rules(v, SCENARIOS["no faults"], SETTINGS, quiet_bound(6.0, cores=2)) == []
+    # The table says how loaded the host was, so a figure from a busy host reads as one.
+    table = markdown_table([Outcome(v, [], load=(1.25, 6.5))])
+    assert "| 1.2 to 6.5 | pass |" in table

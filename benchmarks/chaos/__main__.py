@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import platform
 import signal
 import sys
@@ -63,12 +64,17 @@ def main(argv: list[str] | None = None) -> int:
         json.dumps(
             {
                 "profile": profile.__dict__,
-                "machine": {"python": platform.python_version(), "platform": platform.platform()},
+                "machine": {
+                    "python": platform.python_version(),
+                    "platform": platform.platform(),
+                    "cores": os.cpu_count(),
+                },
                 "scenarios": [
                     {
                         **o.verdict.as_dict(),
                         "faults_injected": o.faults,
                         "edits": o.edits,
+                        "load_1min": list(o.load),
                         "violations": o.violations,
                     }
                     for o in outcomes

@@ -15,7 +15,7 @@ END = "<!-- chaos-table:end -->"
 HEADER = (
     "| scenario | entries | faults | due | delivered | coalesced | missed "
     "| repeated, same id | repeated, other id | writes lost | earliest (ms) "
-    "| late p50 / p99 / max (ms) | rules |"
+    "| late p50 / p99 / max (ms) | host load | rules |"
 )
 
 
@@ -28,7 +28,7 @@ def markdown_table(outcomes: list[Outcome]) -> str:
             f"| {v.coalesced:,} | {v.missed} | {v.repeated_same_id} | {v.repeated_other_id} "
             f"| {v.writes_lost} "
             f"| {v.early_ms} | {v.late_p50_ms} / {v.late_p99_ms} / {v.late_max_ms} "
-            f"| {_rules_column(o)} |"
+            f"| {o.load[0]:.1f} to {o.load[1]:.1f} | {_rules_column(o)} |"
         )
     return "\n".join(rows)
 
