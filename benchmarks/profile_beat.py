@@ -212,7 +212,7 @@ def run(args: argparse.Namespace, store_server: Any, broker_server: Any) -> dict
     if args.cache_size is not None:
         app.conf.redisbeat_entry_cache_size = args.cache_size
     from redisbeat import Entry, Interval, ScheduleStore
-    from redisbeat.scheduler import RedisScheduler
+    from redisbeat.beat.scheduler import RedisScheduler
 
     period = args.entries_per_rate
     count = args.rate * period

@@ -6,7 +6,7 @@ of every entry is sent exactly once.
 
 from __future__ import annotations
 
-from .entry import Entry, occurrence_id
+from .beat.scheduler import RedisScheduler
 from .errors import (
     ConfigurationError,
     CorruptEntry,
@@ -14,15 +14,15 @@ from .errors import (
     InvalidEntry,
     InvalidSchedule,
     MessageRefused,
-    NotReplicated,
     OwnershipError,
     RedisBeatError,
 )
-from .records import BeatInfo, EntryState, Quarantined, SyncReport
-from .scheduler import RedisScheduler
-from .schedules import Clocked, Cron, Crontab, Interval, Schedule, Solar
+from .schedule.entry import Entry, occurrence_id
+from .schedule.kinds import Clocked, Cron, Crontab, Interval, Schedule, Solar
+from .schedule.timing import next_due
 from .store import ScheduleStore
-from .timing import next_due
+from .store.errors import NotReplicated, StoreError, StoreRefused, StoreUnavailable
+from .store.records import BeatInfo, EntryState, Quarantined, SyncReport
 
 __version__ = "0.1.0"
 
@@ -48,6 +48,9 @@ __all__ = [
     "Schedule",
     "ScheduleStore",
     "Solar",
+    "StoreError",
+    "StoreRefused",
+    "StoreUnavailable",
     "SyncReport",
     "next_due",
     "occurrence_id",

@@ -27,7 +27,7 @@ from celery.app.routes import MapRoute
 from celery.app.task import Task
 from celery.utils.saferepr import saferepr
 
-from .entry import Entry
+from .schedule.entry import Entry
 from .sending import Defaults, First, Published, declare_once, send_task_message, serialised
 
 #: Entry options handled here as Celery handles them; any other goes by ``apply_async``.

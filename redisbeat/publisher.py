@@ -17,12 +17,12 @@ from typing import Any
 
 from kombu.exceptions import OperationalError, SerializationError
 
-from .cache import LRU
-from .entry import Entry
 from .errors import MessageRefused
 from .messages import TaskMessages, Template
+from .schedule.cache import LRU
+from .schedule.entry import Entry
+from .schedule.timing import from_ms
 from .sending import Published
-from .timing import from_ms
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +114,8 @@ class Publisher:
             self._deferred.append((entry, task_id, options))
         else:
             self._published.append(published)
+
+    send = __call__
 
     def flush(self) -> dict[str, str | None]:
         """Send what is buffered; return the task ids of those not sent, each with None

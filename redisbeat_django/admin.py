@@ -20,11 +20,10 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
-from redis.exceptions import RedisError
 
 from redisbeat.errors import EntryNotFound, RedisBeatError
-from redisbeat.records import EntryState
-from redisbeat.timing import to_ms
+from redisbeat.schedule.timing import to_ms
+from redisbeat.store.records import EntryState
 
 from . import sync
 from .conf import get_store
@@ -33,7 +32,7 @@ from .forms import PeriodicTaskForm
 from .models import PeriodicTask, SyncStatus
 
 #: What a Redis outage raises (connection refused, timeouts, a bad store setting).
-UNAVAILABLE = (RedisError, OSError, RedisBeatError)
+UNAVAILABLE = (RedisBeatError,)
 _LIVE = "_redisbeat_live"
 #: More than this many at once is more likely a "select all" by mistake than a wish.
 MAX_RUN_NOW = 1000

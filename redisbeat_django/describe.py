@@ -18,9 +18,9 @@ from django.utils.timesince import timesince, timeuntil
 
 from redisbeat import Entry
 from redisbeat.errors import InvalidEntry, InvalidSchedule, RedisBeatError
-from redisbeat.records import EntryState
-from redisbeat.schedules import get_zone
-from redisbeat.timing import from_ms, to_ms
+from redisbeat.schedule.kinds import get_zone
+from redisbeat.schedule.timing import from_ms, to_ms
+from redisbeat.store.records import EntryState
 
 from .conf import get_store
 from .entries import form_field

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from redisbeat import Entry
 from redisbeat.errors import InvalidEntry, InvalidSchedule
-from redisbeat.schedules import Clocked, Cron, Crontab, Interval, Schedule, Solar
+from redisbeat.schedule.kinds import Clocked, Cron, Crontab, Interval, Schedule, Solar
 
 #: The ``source`` of every entry the Django app owns.
 SOURCE = "django"

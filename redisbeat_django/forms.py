@@ -13,7 +13,6 @@ from django.core.exceptions import ValidationError
 from django.forms.fields import JSONString
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
-from redis.exceptions import RedisError
 
 from redisbeat.errors import EntryNotFound, InvalidEntry, RedisBeatError
 
@@ -152,7 +151,7 @@ class PeriodicTaskForm(_ModelForm):
             owner = get_store().get(name).source
         except (EntryNotFound, InvalidEntry):
             return name
-        except (RedisError, OSError, RedisBeatError):
+        except RedisBeatError:
             return name  # the sync will tell, once Redis answers
         if owner != SOURCE:
             raise ValidationError(

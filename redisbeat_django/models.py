@@ -10,7 +10,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from redisbeat.errors import InvalidEntry
-from redisbeat.schedules import SOLAR_EVENTS
+from redisbeat.schedule.kinds import SOLAR_EVENTS
 
 from .entries import SOURCE, form_field, to_entry
 

@@ -19,9 +19,8 @@ from typing import Any
 from django.db import DatabaseError, close_old_connections, transaction
 from django.db.models import Q
 from django.utils import timezone
-from redis.exceptions import RedisError
 
-from redisbeat import Entry, ScheduleStore
+from redisbeat import Entry, ScheduleStore, StoreError
 from redisbeat.errors import EntryNotFound, InvalidEntry, RedisBeatError
 
 from .conf import get_store
@@ -83,7 +82,7 @@ def push(
             for name in chunk:
                 if name not in present and store.remove(name, source=SOURCE):
                     result.removed.append(name)
-    except (RedisError, OSError) as exc:
+    except StoreError as exc:
         result.unavailable = f"Redis unavailable: {exc}"
         _mark_pending(Q(pk__in=list(pks)) | Q(name__in=list(names)), result.unavailable)
         log.warning(
@@ -117,7 +116,7 @@ def _push_rows(store: ScheduleStore, rows: Iterable[PeriodicTask], result: SyncR
 def reconcile(store: ScheduleStore | None = None) -> SyncResult:
     """Make Redis hold exactly the rows of the table, and mark every row's sync status.
 
-    Raises ``RedisError`` when Redis cannot be reached (nothing is marked then).
+    Raises :class:`~redisbeat.StoreError` when Redis cannot be reached (nothing is marked then).
     """
     store = store or get_store()
     entries: list[Entry] = []
@@ -220,7 +219,7 @@ class Retrier:
             while not self._stop.wait(delay):
                 try:
                     result = reconcile()
-                except (RedisError, OSError, RedisBeatError) as exc:
+                except RedisBeatError as exc:
                     log.debug("redisbeat: Redis still unavailable: %s", exc)
                     delay = min(delay * 2, RETRY_MAX_SECONDS)
                     continue

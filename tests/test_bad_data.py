@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from test_dispatcher import Recorder, dispatcher, every, make_due
 
 from redisbeat import ScheduleStore
-from redisbeat.timing import MAX_MS, from_ms, valid_ms
+from redisbeat.schedule.timing import MAX_MS, from_ms, valid_ms
 
 
 def test_reads_never_raise_for_impossible_scores_or_state_redisbeat_did_not_write(store, client):

@@ -8,7 +8,7 @@ from servers import read_queue, wait_until
 from test_beats import SECOND, broker, expected
 
 from redisbeat import Entry, Interval
-from redisbeat.timing import from_ms
+from redisbeat.schedule.timing import from_ms
 
 
 def test_an_entry_celery_refuses_is_recorded_failed_then_set_aside_and_never_delays_others(

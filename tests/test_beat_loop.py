@@ -19,7 +19,8 @@ from test_dispatcher import Recorder, dispatcher, every, make_due
 
 from benchmarks.chaos.proxy import TcpProxy
 from redisbeat import Entry, ScheduleStore, occurrence_id
-from redisbeat.activity import Activity
+from redisbeat.beat.activity import Activity
+from redisbeat.store.scripts import CLAIM
 
 
 def test_a_change_published_between_the_first_claim_and_the_first_wait_wakes_the_beat(
@@ -27,8 +28,9 @@ def test_a_change_published_between_the_first_claim_and_the_first_wait_wakes_the
 ):
     d = dispatcher(store, Recorder(), max_loop_interval=30.0, heartbeat_seconds=30.0)
     assert d.tick() > 5  # nothing due: it would sleep
-    editor = ScheduleStore(redis.Redis.from_url(redis_server.url(), decode_responses=True))
-    editor.keys = store.keys
+    editor = ScheduleStore(
+        redis.Redis.from_url(redis_server.url(), decode_responses=True), prefix=store.keys.prefix
+    )
     editor.upsert(every("new", 3600))  # published before the beat ever waited
     editor.close()
     t0 = time.monotonic()
@@ -70,7 +72,7 @@ def test_a_claim_whose_reply_was_lost_is_handed_back_as_soon_as_redis_answers(
     d.tick()  # registers, subscribes, claims nothing yet
     store.run_now("e")  # due now, and the beat hears of it
     due = int(client.zscore(store.keys.schedule, "e"))
-    claim_sha = linked.scripts.claim.sha.encode()
+    claim_sha = CLAIM.sha.encode()
     proxy.stall_replies(from_request=lambda chunk: claim_sha in chunk)
     assert d.tick() > 0  # the claim ran in Redis; its reply never came
     proxy.heal()
@@ -138,7 +140,7 @@ def test_a_beat_survives_redis_going_away_tries_it_often_and_resumes_at_once_los
 
 
 def test_the_activity_line_says_how_much_was_sent_how_late_and_what_was_recovered(caplog):
-    from redisbeat.records import Outcome
+    from redisbeat.store.records import Outcome
 
     activity = Activity(period=0)
     for late in range(100):

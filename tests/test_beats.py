@@ -29,7 +29,7 @@ def add_interval_entries(
     store: ScheduleStore, count: int, periods: list[float], start_ms: int
 ) -> dict[str, tuple[int, int]]:
     """Entries anchored at known times; returns name -> (anchor ms, period ms)."""
-    from redisbeat.timing import from_ms
+    from redisbeat.schedule.timing import from_ms
 
     plan = {}
     entries = []
@@ -127,7 +127,7 @@ def _beat_of(beat, sent: list[Sent]) -> str:
 
 
 def _dt(ms: int):
-    from redisbeat.timing import from_ms
+    from redisbeat.schedule.timing import from_ms
 
     return from_ms(ms)
 

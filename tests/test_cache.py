@@ -10,10 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from redisbeat import Entry, Interval
-from redisbeat.cache import LRU, EntryCache
 from redisbeat.config import Config
-from redisbeat.entry import OCCURRENCE_NAMESPACE, occurrence_id
 from redisbeat.errors import ConfigurationError, CorruptEntry
+from redisbeat.schedule.cache import LRU, EntryCache
+from redisbeat.schedule.entry import OCCURRENCE_NAMESPACE, occurrence_id
 
 
 def definition(name: str, every: float = 60) -> str:

@@ -17,9 +17,9 @@ from sentinel import SentinelGroup
 from servers import RedisServer, wait_until
 
 from redisbeat import Entry
-from redisbeat.entry import occurrence_id
-from redisbeat.schedules import Clocked, Cron, Interval
-from redisbeat.timing import from_ms
+from redisbeat.schedule.entry import occurrence_id
+from redisbeat.schedule.kinds import Clocked, Cron, Interval
+from redisbeat.schedule.timing import from_ms
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 

@@ -10,8 +10,8 @@ import time
 from servers import Beat, wait_until
 
 from redisbeat import Entry, Interval, ScheduleStore
-from redisbeat.beat_schedule import BeatSchedule
-from redisbeat.sync import CONFIG_SOURCE, digests, version
+from redisbeat.beat.deploys import BeatSchedule
+from redisbeat.schedule.from_celery import CONFIG_SOURCE, digests, version
 
 HOURLY = {"task": "proj.ping", "schedule": 3600}
 

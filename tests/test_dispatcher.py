@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -12,9 +13,9 @@ import redis
 from servers import wait_until
 
 from redisbeat import Entry, Interval, ScheduleStore, occurrence_id
+from redisbeat.beat.loop import Dispatcher
 from redisbeat.config import Config
-from redisbeat.dispatcher import Dispatcher
-from redisbeat.timing import from_ms
+from redisbeat.schedule.timing import from_ms
 
 UTC = timezone.utc
 
@@ -32,9 +33,29 @@ class Recorder:
         self.sent.append((entry.name, due_ms, task_id))
 
 
-def dispatcher(store: ScheduleStore, publish: Recorder, **config: object) -> Dispatcher:
+class Unbuffered:
+    """A Sender made of a send callable (and a flush callable, for one that buffers)."""
+
+    def __init__(
+        self,
+        send: Callable[[Entry, str, int, int], None],
+        flush: Callable[[], Mapping[str, str | None]] | None = None,
+    ) -> None:
+        self._send = send
+        self._flush = flush
+
+    def send(self, entry: Entry, task_id: str, due_ms: int, now_ms: int) -> None:
+        self._send(entry, task_id, due_ms, now_ms)
+
+    def flush(self) -> Mapping[str, str | None]:
+        return {} if self._flush is None else self._flush()
+
+
+def dispatcher(
+    store: ScheduleStore, publish: Callable[[Entry, str, int, int], None], **config: object
+) -> Dispatcher:
     cfg = Config(redis_url="redis://unused", key_prefix=store.keys.prefix, **config)  # type: ignore[arg-type]
-    return Dispatcher(store, cfg, publish)
+    return Dispatcher(store, cfg, Unbuffered(publish))
 
 
 def make_due(client: redis.Redis, store: ScheduleStore, name: str, ms_ago: int) -> int:
@@ -136,7 +157,7 @@ def test_finishing_does_not_resurrect_an_entry_removed_meanwhile(store, client):
     make_due(client, store, "e", 5)
     batch = store.claim("b", 30_000, 10)
     store.remove("e")
-    from redisbeat.records import Outcome
+    from redisbeat.store.records import Outcome
 
     store.finish("b", batch.lease_until_ms, [Outcome("e", "sent", 0, store.now_ms() + 1000, "x")])
     assert client.zscore(store.keys.schedule, "e") is None and "e" not in store
@@ -148,7 +169,7 @@ def test_finishing_does_not_overwrite_an_edit_made_meanwhile(store, client):
     batch = store.claim("b", 30_000, 10)
     store.upsert(every("e", 3600))
     edited = client.zscore(store.keys.schedule, "e")
-    from redisbeat.records import Outcome
+    from redisbeat.store.records import Outcome
 
     store.finish("b", batch.lease_until_ms, [Outcome("e", "sent", 0, store.now_ms() + 1000, "x")])
     assert client.zscore(store.keys.schedule, "e") == edited

@@ -17,7 +17,7 @@ from celery import Celery
 from servers import RedisServer
 
 from redisbeat import Interval, ScheduleStore
-from redisbeat.sync import config_entries
+from redisbeat.schedule.from_celery import config_entries
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

@@ -25,12 +25,13 @@ import redis
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from servers import RedisServer
+from test_dispatcher import Unbuffered
 
 from redisbeat import Clocked, Cron, Crontab, Entry, Interval, ScheduleStore, Solar
+from redisbeat.beat.loop import Dispatcher
 from redisbeat.config import Config
-from redisbeat.dispatcher import Dispatcher
 from redisbeat.errors import CorruptEntry
-from redisbeat.timing import from_ms, to_ms
+from redisbeat.schedule.timing import from_ms, to_ms
 
 NAME = "fuzzed"
 UTC = timezone.utc
@@ -500,7 +501,7 @@ def run_beat(store: ScheduleStore, names: list[str], ticks: int = 3) -> Recorder
     store.client.zadd(store.keys.schedule, dict.fromkeys(names, now - 1))
     recorder = Recorder()
     config = Config(redis_url="redis://unused", key_prefix=store.keys.prefix)
-    beat = Dispatcher(store, config, recorder)
+    beat = Dispatcher(store, config, Unbuffered(recorder))
     for _ in range(ticks):
         assert beat.tick() >= 0
     return recorder

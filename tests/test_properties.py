@@ -36,7 +36,7 @@ from servers import RedisServer
 
 from redisbeat import Entry, ScheduleStore
 from redisbeat.errors import InvalidSchedule
-from redisbeat.schedules import (
+from redisbeat.schedule.kinds import (
     CRONTAB_FIELDS,
     MAX_INTERVAL,
     SOLAR_EVENTS,
@@ -51,7 +51,7 @@ from redisbeat.schedules import (
     from_json,
     to_json,
 )
-from redisbeat.timing import from_ms, next_due, next_due_ms, to_ms
+from redisbeat.schedule.timing import from_ms, next_due, next_due_ms, to_ms
 
 UTC = timezone.utc
 ZONES = [

@@ -17,13 +17,14 @@ from celery import Celery
 from celery.signals import after_task_publish, before_task_publish
 from kombu import Producer
 from servers import RedisServer, wait_until
+from test_dispatcher import Unbuffered
 
 from redisbeat import Entry, Interval, ScheduleStore, occurrence_id
+from redisbeat.beat.loop import Dispatcher
+from redisbeat.beat.scheduler import RedisScheduler
 from redisbeat.config import Config
-from redisbeat.dispatcher import Dispatcher
 from redisbeat.messages import TaskMessages
 from redisbeat.publisher import Publisher, message_options
-from redisbeat.scheduler import RedisScheduler
 
 BROKER_DB = 3
 BEAT = "host:1:beat"
@@ -342,7 +343,9 @@ def test_a_broker_failure_mid_batch_hands_every_unsent_claim_back(store, client,
         return publisher.flush()
 
     config = Config(redis_url="redis://unused", key_prefix=store.keys.prefix)
-    dispatcher = Dispatcher(store, config, publisher, flush=broker_dies_then_flush, beat_id=BEAT)
+    dispatcher = Dispatcher(
+        store, config, Unbuffered(publisher.send, broker_dies_then_flush), beat_id=BEAT
+    )
     assert dispatcher.tick() > 0  # backs off
     for name, due in dues.items():
         assert client.zscore(store.keys.schedule, name) == due
@@ -350,7 +353,7 @@ def test_a_broker_failure_mid_batch_hands_every_unsent_claim_back(store, client,
     assert client.hlen(store.keys.inflight) == 0
 
     broker_server.start()
-    dispatcher = Dispatcher(store, config, publisher, flush=publisher.flush, beat_id=BEAT)
+    dispatcher = Dispatcher(store, config, publisher, beat_id=BEAT)
     wait_until(
         lambda: dispatcher.tick() == 0 or all(store.state(n).total_run_count for n in dues),
         20,
@@ -411,7 +414,7 @@ def test_the_dispatcher_hands_back_exactly_the_occurrences_a_flush_reports_unsen
         dues[name] = now - 1000 + ord(name)
         client.zadd(store.keys.schedule, {name: dues[name]})
     config = Config(redis_url="redis://unused", key_prefix=store.keys.prefix)
-    Dispatcher(store, config, publish, flush=flush, beat_id=BEAT).tick()
+    Dispatcher(store, config, Unbuffered(publish, flush), beat_id=BEAT).tick()
     runs = {name: store.state(name).total_run_count for name in dues}
     assert runs == {"a": 1, "b": 0, "c": 0}
     assert client.zscore(store.keys.schedule, "b") == dues["b"]
@@ -463,7 +466,7 @@ def test_a_broker_failure_hands_claims_back_while_a_refused_entry_fails_alone(
         publisher = Publisher(app, lambda: producer, BEAT, 100)
         config = Config(redis_url="redis://unused", key_prefix=store.keys.prefix)
         server.stop()
-        Dispatcher(store, config, publisher, flush=publisher.flush, beat_id=BEAT).tick()
+        Dispatcher(store, config, publisher, beat_id=BEAT).tick()
     finally:
         connection.release()
         app.close()

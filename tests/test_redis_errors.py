@@ -21,7 +21,8 @@ from test_beats import add_interval_entries, broker, expected, store_for
 from test_dispatcher import dispatcher, every, make_due
 
 from redisbeat import Entry, ScheduleStore
-from redisbeat.dispatcher import Dispatcher
+from redisbeat.beat.loop import Dispatcher
+from redisbeat.store.scripts import UPSERT
 
 SECOND = 1000
 #: Each private server starts a full sync to a new replica at once rather than after 5 s.
@@ -244,16 +245,18 @@ def test_script_flush_between_ticks_is_invisible(store, admin, logs):
 def test_script_flush_inside_a_write_pipeline_neither_fails_nor_misreports(
     store, admin, monkeypatch
 ):
-    # The pipeline checks its scripts exist, then sends its EVALSHAs: flush in between.
-    load_scripts = Pipeline.load_scripts
+    # The scripts are gone just as a pipeline of EVALSHAs goes out.
+    store.now_ms()  # connected, so the flush is not the first thing the store meets
+    admin.script_load(UPSERT.source)
+    execute = Pipeline.execute
     flushes = []
 
-    def load_then_flush(pipe: Pipeline) -> None:
-        load_scripts(pipe)
-        if not flushes:
+    def flush_then_execute(pipe: Pipeline, raise_on_error: bool = True) -> list[Any]:
+        if not flushes and any(args[0] == "EVALSHA" for args, _ in pipe.command_stack):
             flushes.append(admin.script_flush())
+        return execute(pipe, raise_on_error)
 
-    monkeypatch.setattr(Pipeline, "load_scripts", load_then_flush)
+    monkeypatch.setattr(Pipeline, "execute", flush_then_execute)
     before = error_count(admin, "NOSCRIPT")
     report = store.sync_source("config", [every(f"e{i}", 60, source="config") for i in range(3)])
     assert error_count(admin, "NOSCRIPT") > before and flushes

@@ -13,7 +13,7 @@ import pytest
 from celery.schedules import crontab, schedule, solar
 
 from redisbeat.errors import InvalidSchedule
-from redisbeat.schedules import (
+from redisbeat.schedule.kinds import (
     SOLAR_EVENTS,
     Clocked,
     Cron,
@@ -26,7 +26,7 @@ from redisbeat.schedules import (
     to_json,
     with_default_tz,
 )
-from redisbeat.timing import next_due_ms, to_ms
+from redisbeat.schedule.timing import next_due_ms, to_ms
 
 UTC = timezone.utc
 BERLIN = ZoneInfo("Europe/Berlin")

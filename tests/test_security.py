@@ -31,8 +31,8 @@ from servers import Beats, RedisServer, free_port, read_queue, wait_until
 from redisbeat import Entry, Interval, ScheduleStore
 from redisbeat.config import Config
 from redisbeat.errors import EntryNotFound
-from redisbeat.keys import Keys
-from redisbeat.timing import from_ms
+from redisbeat.schedule.timing import from_ms
+from redisbeat.store.keys import Keys
 
 ROOT = Path(__file__).resolve().parent.parent
 SECURITY_PAGE = ROOT / "docs" / "security.md"

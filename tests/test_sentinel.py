@@ -20,8 +20,8 @@ from servers import Beats, RedisServer, Sent, read_queue, wait_until
 from redisbeat import Entry, Interval, ScheduleStore, occurrence_id
 from redisbeat.config import Config, SentinelURL
 from redisbeat.errors import ConfigurationError
-from redisbeat.records import Outcome
-from redisbeat.timing import from_ms
+from redisbeat.schedule.timing import from_ms
+from redisbeat.store.records import Outcome
 
 SECOND = 1000
 MASTER = "mymaster"

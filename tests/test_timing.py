@@ -10,8 +10,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from celery.schedules import crontab, schedule, solar
 
-from redisbeat.schedules import Clocked, Cron, Crontab, Interval, Schedule, Solar
-from redisbeat.timing import from_ms, last_due_ms, next_due, next_due_ms, to_ms
+from redisbeat.schedule.kinds import Clocked, Cron, Crontab, Interval, Schedule, Solar
+from redisbeat.schedule.timing import from_ms, last_due_ms, next_due, next_due_ms, to_ms
 
 UTC = timezone.utc
 

@@ -23,10 +23,10 @@ import redis
 from croniter import croniter
 
 from redisbeat import Entry, ScheduleStore
-from redisbeat.entry import occurrence_id
 from redisbeat.errors import EntryNotFound
-from redisbeat.schedules import Clocked, Cron, Interval
-from redisbeat.timing import to_ms
+from redisbeat.schedule.entry import occurrence_id
+from redisbeat.schedule.kinds import Clocked, Cron, Interval
+from redisbeat.schedule.timing import to_ms
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ import redis
 
 from redisbeat import ScheduleStore
 from redisbeat.config import Config
-from redisbeat.keys import Keys
-from redisbeat.records import BeatInfo
+from redisbeat.store.keys import Keys
+from redisbeat.store.records import BeatInfo
 
 from .proxy import TcpProxy
 

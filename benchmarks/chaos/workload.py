@@ -16,8 +16,8 @@ from typing import TypeVar
 import redis
 
 from redisbeat import Entry, ScheduleStore
-from redisbeat.schedules import Clocked, Cron, Interval
-from redisbeat.timing import from_ms
+from redisbeat.schedule.kinds import Clocked, Cron, Interval
+from redisbeat.schedule.timing import from_ms
 
 from .checker import Timeline
 

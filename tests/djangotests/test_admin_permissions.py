@@ -17,8 +17,8 @@ from django.test import Client
 from django.urls import reverse
 
 from redisbeat import ScheduleStore
-from redisbeat.records import EntryState
-from redisbeat.schedules import Interval
+from redisbeat.schedule.kinds import Interval
+from redisbeat.store.records import EntryState
 from redisbeat_django.models import PeriodicTask
 
 pytestmark = pytest.mark.django_db(transaction=True)

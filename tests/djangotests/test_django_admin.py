@@ -14,7 +14,7 @@ from django.urls import reverse
 from redis.connection import Connection
 
 from redisbeat import Entry
-from redisbeat.schedules import Cron, Interval
+from redisbeat.schedule.kinds import Cron, Interval
 from redisbeat_django.models import PeriodicTask, SyncStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)

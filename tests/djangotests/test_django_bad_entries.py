@@ -7,14 +7,15 @@ import io
 
 import pytest
 from django.core.management import call_command
+from test_dispatcher import Unbuffered
 from test_django_admin import CHANGELIST, change_url, form_data, make
 
 from redisbeat import ScheduleStore
+from redisbeat.beat.loop import Dispatcher
 from redisbeat.config import Config
-from redisbeat.dispatcher import Dispatcher
-from redisbeat.entry import Entry
 from redisbeat.errors import MessageRefused
-from redisbeat.timing import valid_ms
+from redisbeat.schedule.entry import Entry
+from redisbeat.schedule.timing import valid_ms
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,7 +27,7 @@ def refuse(entry: Entry, task_id: str, due_ms: int, now_ms: int) -> None:
 def fail_sends(store: ScheduleStore, name: str, times: int) -> None:
     """Sends of ``name`` refused ``times`` times, by a beat in this process."""
     config = Config(redis_url="redis://unused", key_prefix=store.keys.prefix)
-    beat = Dispatcher(store, config, refuse)
+    beat = Dispatcher(store, config, Unbuffered(refuse))
     for _ in range(times):
         store.client.zadd(store.keys.schedule, {name: store.now_ms() - 5})
         beat._claim_by = 0

@@ -20,7 +20,7 @@ from django.utils import formats, timezone
 from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
 from servers import wait_until
 
-from redisbeat.schedules import Cron
+from redisbeat.schedule.kinds import Cron
 from redisbeat_django.models import PeriodicTask
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -17,7 +17,7 @@ from django.test.utils import CaptureQueriesContext
 from django_celery_beat import models as dcb
 
 from redisbeat import Entry
-from redisbeat.schedules import Clocked, Crontab, Interval, Solar
+from redisbeat.schedule.kinds import Clocked, Crontab, Interval, Solar
 from redisbeat_django.importer import IMPORTED_FIELDS, NOT_INSTALLED, convert, zone_name
 from redisbeat_django.models import PeriodicTask, SyncStatus
 

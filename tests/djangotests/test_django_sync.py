@@ -12,7 +12,7 @@ from django.db import DatabaseError, connection, transaction
 from servers import wait_until
 
 from redisbeat import Entry
-from redisbeat.schedules import Cron, Interval
+from redisbeat.schedule.kinds import Cron, Interval
 from redisbeat_django import sync
 from redisbeat_django.models import PeriodicTask, SyncStatus
 from redisbeat_django.sync import reconcile

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
-from redis.exceptions import RedisError
 
 from redisbeat.errors import RedisBeatError
 from redisbeat_django.sync import reconcile
@@ -20,7 +19,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             result = reconcile()
-        except (RedisError, OSError, RedisBeatError) as exc:
+        except RedisBeatError as exc:
             raise CommandError(f"Redis unavailable, nothing synced: {exc}") from exc
         for label, names in (
             ("added", result.added),

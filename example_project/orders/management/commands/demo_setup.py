@@ -14,8 +14,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 
 from redisbeat.errors import InvalidEntry
-from redisbeat.schedules import Interval
-from redisbeat.sync import config_entries
+from redisbeat.schedule.from_celery import config_entries
+from redisbeat.schedule.kinds import Interval
 from redisbeat_django.conf import celery_app
 from redisbeat_django.models import PeriodicTask
 

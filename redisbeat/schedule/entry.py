@@ -11,10 +11,10 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any
 
-from .errors import CorruptEntry, InvalidEntry, InvalidSchedule
-from .schedules import Clocked, Interval, Schedule, as_schedule, fixed_offset, with_default_tz
-from .schedules import from_json as schedule_from_json
-from .schedules import to_json as schedule_to_json
+from ..errors import CorruptEntry, InvalidEntry, InvalidSchedule
+from .kinds import Clocked, Interval, Schedule, as_schedule, fixed_offset, with_default_tz
+from .kinds import from_json as schedule_from_json
+from .kinds import to_json as schedule_to_json
 from .timing import last_due_ms, next_due_ms, to_ms
 
 MAX_NAME_LENGTH = 200

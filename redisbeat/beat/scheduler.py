@@ -17,13 +17,13 @@ from typing import Any
 
 from celery.beat import Scheduler
 
-from .beat_schedule import BeatSchedule
-from .config import Config
-from .dispatcher import Dispatcher, make_beat_id
-from .entry import Entry
-from .publisher import Publisher
-from .store import ScheduleStore
-from .sync import config_entries
+from ..config import Config
+from ..publisher import Publisher
+from ..schedule.entry import Entry
+from ..schedule.from_celery import config_entries
+from ..store import ScheduleStore
+from .deploys import BeatSchedule
+from .loop import Dispatcher, make_beat_id
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +61,7 @@ class RedisScheduler(Scheduler):
         self.dispatcher = Dispatcher(
             self.store,
             self.config,
-            self._publish,
-            flush=self.publisher.flush,
+            self.publisher,
             beat_id=beat_id,
             on_heartbeat=self._on_heartbeat,
         )
@@ -126,13 +125,6 @@ class RedisScheduler(Scheduler):
                 grace=3 * self.config.heartbeat_seconds,
             )
         self._beat_schedule.heartbeat(recorded)
-
-    # -- the Celery side of sending -----------------------------------------------------------
-
-    def _publish(self, entry: Entry, task_id: str, due_ms: int, now_ms: int) -> None:
-        # Buffered: the dispatcher flushes the batch (through the publisher) when it is done.
-        log.info("Scheduler: Sending due task %s (%s)", entry.name, entry.task)
-        self.publisher(entry, task_id, due_ms, now_ms)
 
     # -- graceful stop ------------------------------------------------------------------------
 

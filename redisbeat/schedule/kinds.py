@@ -21,7 +21,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from celery import schedules as celery_schedules
 from croniter import CroniterBadDateError, croniter
 
-from redisbeat.errors import InvalidSchedule
+from ..errors import InvalidSchedule
 
 __all__ = [
     "CRONTAB_FIELDS",

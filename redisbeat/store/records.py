@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from .timing import from_ms, valid_ms
+from ..schedule.timing import from_ms, valid_ms
 
 Action = Literal["sent", "skipped", "failed", "release"]
 
@@ -215,6 +215,19 @@ class FinishResult:
     #: could be kept).
     garbled: dict[str, str] = field(default_factory=dict)
 
+    @classmethod
+    def from_reply(cls, reply: list[Any]) -> FinishResult:
+        """From finish.lua's reply: finished, now, earliest score (-1: none), the names set
+        aside, then name, what was wrong, ... for garbled run states."""
+        finished, now, earliest, quarantined, garbled = reply
+        return cls(
+            int(finished),
+            int(now),
+            None if earliest < 0 else int(earliest),
+            tuple(text(n) for n in quarantined),
+            {text(garbled[i]): text(garbled[i + 1]) for i in range(0, len(garbled), 2)},
+        )
+
 
 @dataclass(frozen=True)
 class Heartbeat:
@@ -224,6 +237,12 @@ class Heartbeat:
     config_version: str | None
     #: Schedule members whose score is past any valid time: (name, score as Redis spells it).
     beyond: list[tuple[str, str]]
+
+    @classmethod
+    def from_reply(cls, reply: list[Any]) -> Heartbeat:
+        """From heartbeat.lua's reply: now, new, version ('' none), then name, score, ..."""
+        beyond = [(text(reply[i]), text(reply[i + 1])) for i in range(3, len(reply), 2)]
+        return cls(text(reply[2]) or None, beyond)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
-"""The Redis connection of a store: plain or through Sentinel, and waiting for replicas.
+"""``WAIT`` for replicas after writes, and what a short count means.
 
-:class:`ScheduleStore` runs every command through here; this module holds how the client is
-made from the settings, how it is named in log lines, and ``WAIT`` for replicas.
+The script runner (:mod:`.scripts`) adds the ``WAIT`` to the round trip of each write; this
+module says how long it waits and judges the answer, asking Sentinel whether the master that
+took the write is being replaced.
 """
 
 from __future__ import annotations
@@ -13,11 +14,9 @@ from typing import Any
 
 import redis
 from redis.client import Pipeline
-from redis.commands.core import Script
-from redis.sentinel import MasterNotFoundError, Sentinel, SentinelConnectionPool
+from redis.sentinel import MasterNotFoundError, SentinelConnectionPool
 
-from .config import Config
-from .errors import NotReplicated
+from .errors import NotReplicated, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -26,50 +25,11 @@ log = logging.getLogger(__name__)
 PEEK_MS = 50
 
 
-def connect(config: Config) -> tuple[redis.Redis, Sentinel | None]:
-    """A client of the store's Redis (the master, with a sentinel:// URL) and its Sentinel."""
-    # Bytes that are not UTF-8 (a hostile or broken definition) decode to lone surrogates
-    # rather than fail the whole reply; Entry.loads rejects them, and they encode back to
-    # the same bytes, so the quarantine script still recognises the definition.
-    options = {"encoding_errors": "surrogateescape", **dict(config.redis_options)}
-    target = config.sentinel
-    if target is None:
-        return redis.Redis.from_url(config.redis_url, decode_responses=True, **options), None
-    sentinel = Sentinel(  # type: ignore[no-untyped-call]
-        list(target.addresses), sentinel_kwargs=dict(config.sentinel_options)
-    )
-    credentials = {"username": target.username, "password": target.password}
-    client = sentinel.master_for(  # type: ignore[no-untyped-call]
-        config.sentinel_master,
-        decode_responses=True,
-        **{"db": target.db, **{k: v for k, v in credentials.items() if v}, **options},
-    )
-    return client, sentinel
-
-
-def describe(client: redis.Redis) -> str:
-    """Where a client connects, for log lines (no password)."""
-    pool = client.connection_pool
-    kw = pool.connection_kwargs
-    where = kw.get("path") or f"{kw.get('host', '?')}:{kw.get('port', '?')}"
-    if isinstance(pool, SentinelConnectionPool):
-        via = ",".join(
-            _host_port(s.connection_pool.connection_kwargs) for s in pool.sentinel_manager.sentinels
-        )
-        where = f"sentinel master {pool.service_name} via {via}"
-    return f"{where} db={kw.get('db', 0)}"
-
-
-def _host_port(kwargs: dict[str, Any]) -> str:
-    host = str(kwargs.get("host", "?"))
-    return f"{f'[{host}]' if ':' in host else host}:{kwargs.get('port', '?')}"
-
-
 class Replicas:
     """``WAIT`` for replicas after writes (``count`` 0: never), and what a short count means.
 
     ``strict`` writes (the API's) raise :class:`NotReplicated` when too few replicas
-    acknowledge. A beat's claims and finishes are not acted on (``redis.ConnectionError``)
+    acknowledge. A beat's claims and finishes are not acted on (:class:`StoreUnavailable`)
     while enough replicas are connected but behind; while too few are connected at all they
     carry on, with one warning per episode: a failover then can at worst make an occurrence
     be sent again under the same task id. Either way, when Sentinel is failing the master
@@ -95,38 +55,16 @@ class Replicas:
         self._peek = False
         self._roleless = False
 
-    def eval(self, script: Script, *, keys: list[str], args: list[Any], strict: bool = True) -> Any:
-        """Run a script; WAIT follows it in the same round trip."""
+    def add_wait(self, pipe: Pipeline, strict: bool) -> int | None:
+        """Put a WAIT at the end of a pipeline of writes; how long it waits (ms), or None
+        when no replica is waited for."""
         if not self.count:
-            return script(keys=keys, args=args)
+            return None
         timeout_ms = min(self.timeout_ms, PEEK_MS) if self._peek and not strict else self.timeout_ms
-        for _ in range(2):
-            pipe = self.client.pipeline(transaction=False)
-            pipe.evalsha(script.sha, len(keys), *keys, *args)
-            pipe.wait(self.count, timeout_ms)
-            reply, acked = pipe.execute(raise_on_error=False)
-            if not isinstance(reply, redis.exceptions.NoScriptError):
-                break
-            # A server that has not seen the script (restarted, flushed, or a replica just
-            # promoted): nothing ran, so load it and run it again.
-            script.sha = self.client.script_load(script.script)
-        if isinstance(reply, Exception):
-            raise reply
-        self._acknowledged(acked, strict, timeout_ms)
-        return reply
+        pipe.wait(self.count, timeout_ms)
+        return timeout_ms
 
-    def execute(self, pipe: Pipeline, *, raise_on_error: bool = True) -> list[Any]:
-        """Run a pipeline of writes (strict); WAIT rides along at its end."""
-        # With nothing to write, WAIT still runs: what was read may be an earlier attempt's
-        # write that no replica has (an old master after a failover answers 0 at once).
-        if not self.count:
-            return pipe.execute(raise_on_error=raise_on_error)
-        pipe.wait(self.count, self.timeout_ms)
-        *replies, acked = pipe.execute(raise_on_error=raise_on_error)
-        self._acknowledged(acked, True, self.timeout_ms)
-        return replies
-
-    def _acknowledged(self, acked: Any, strict: bool, waited_ms: int) -> None:
+    def acknowledged(self, acked: Any, strict: bool, waited_ms: int) -> None:
         """Note how many replicas acknowledged a write; warn once while too few do.
 
         A beat acts on a write too few replicas acknowledged only when too few replicas are
@@ -157,7 +95,7 @@ class Replicas:
             # Replicas that are connected but behind: the next write gives them the whole
             # timeout, and this one is not acted on.
             self._peek = False
-            raise redis.ConnectionError(
+            raise StoreUnavailable(
                 f"{online} replica(s) of {self._describe()} are connected but acknowledged "
                 f"no write within {waited_ms} ms; not acting on it"
             )
@@ -220,7 +158,7 @@ class Replicas:
             # Drops the idle connections to the old master, if it moved.
             pool.get_master_address()  # type: ignore[no-untyped-call]
         self._on_moved()
-        raise redis.ConnectionError(
+        raise StoreUnavailable(
             f"too few replicas acknowledged a write to {ours[0]}:{ours[1]} and {why}; "
             "not acting on it"
         )

@@ -5,6 +5,7 @@
 -- ARGV[1] = name
 -- ARGV[2] = the score read (as Redis spells it: 'inf', '-inf', a number)
 -- ARGV[3] = the due time to set, ms ('' = take it off the schedule)
+-- ARGV[4] = pub/sub channel, to wake the beats when it is repaired
 -- Returns 1 when repaired, 0 when the score had changed.
 local bad = wrong_type({'zset'})
 if bad then
@@ -19,4 +20,5 @@ if ARGV[3] == '' then
 else
   redis.call('ZADD', KEYS[1], tonumber(ARGV[3]), ARGV[1])
 end
+redis.call('PUBLISH', ARGV[4], ARGV[1])
 return 1

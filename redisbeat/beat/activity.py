@@ -13,7 +13,7 @@ import random
 import time
 from collections import Counter
 
-from .records import Outcome
+from ..store.records import Outcome
 
 log = logging.getLogger(__name__)
 

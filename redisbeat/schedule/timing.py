@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo
 from celery import schedules as celery_schedules
 from croniter import CroniterBadDateError, croniter
 
-from redisbeat.schedules import (
+from .kinds import (
     Clocked,
     Cron,
     Crontab,

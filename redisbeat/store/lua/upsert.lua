@@ -10,7 +10,7 @@
 -- ARGV[3] = the new definition
 -- ARGV[4] = due ms to schedule at ('' = not scheduled: disabled or nothing left to run)
 -- ARGV[5] = '1' to leave the schedule as it is (the edit did not change when the entry runs)
--- ARGV[6] = pub/sub channel to wake the beats on ('' = do not publish)
+-- ARGV[6] = pub/sub channel, to wake the beats when it is written
 -- Returns 1 when written, 0 when the stored definition was already identical,
 --         -1 when the stored definition is not the one the writer read (read again).
 local bad = wrong_type({'hash', 'zset', 'hash', 'set', 'set'})
@@ -37,7 +37,5 @@ if ARGV[5] ~= '1' then
     redis.call('ZADD', KEYS[2], tonumber(ARGV[4]), ARGV[1])
   end
 end
-if ARGV[6] ~= '' then
-  redis.call('PUBLISH', ARGV[6], ARGV[1])
-end
+redis.call('PUBLISH', ARGV[6], ARGV[1])
 return 1

@@ -10,9 +10,9 @@ from typing import Any
 
 from celery.schedules import crontab, schedule
 
+from ..errors import InvalidEntry
 from .entry import Entry
-from .errors import InvalidEntry
-from .schedules import Interval, as_schedule
+from .kinds import Interval, as_schedule
 
 CONFIG_SOURCE = "config"
 #: Keys a ``beat_schedule`` item may have: Celery's own, then redisbeat's.

@@ -17,10 +17,10 @@ from __future__ import annotations
 import logging
 import time
 
-from .entry import Entry
-from .records import ConfigMarker
-from .store import ScheduleStore
-from .sync import CONFIG_SOURCE, differences, digests, version
+from ..schedule.entry import Entry
+from ..schedule.from_celery import CONFIG_SOURCE, differences, digests, version
+from ..store import ScheduleStore
+from ..store.records import ConfigMarker
 
 log = logging.getLogger(__name__)
 

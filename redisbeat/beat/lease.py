@@ -12,9 +12,8 @@ import logging
 import threading
 import time
 
-import redis
-
-from .store import ScheduleStore
+from ..store import ScheduleStore
+from ..store.errors import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +92,7 @@ class LeaseKeeper:
             self._lease_until = self.store.renew(
                 self.beat_id, self._lease_until, names, int(self.lease_seconds * 1000)
             )
-        except (redis.RedisError, OSError) as exc:
+        except StoreError as exc:
             # The beat's own next call will meet the same trouble and say so; try again soon.
             log.debug("redisbeat: could not renew a lease: %s", exc)
             self._renew_at = requested + self.lease_seconds * RENEW_AFTER / 2

@@ -1,0 +1,303 @@
+"""ScheduleStore: the editors' API (add, change, remove, enable, run now, read state).
+
+A store is also what a beat uses (:mod:`.beats`, :mod:`.changes`); this module holds the calls
+people and programs make. Writes are compare-and-set against the definition read, so
+concurrent editors and beats never lose each other's changes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
+from itertools import islice
+from typing import Any, cast
+
+from ..config import Config
+from ..errors import CorruptEntry, EntryNotFound, OwnershipError, RedisBeatError
+from ..schedule.entry import Entry
+from ..schedule.timing import MAX_MS, valid_ms
+from .beats import BeatCalls
+from .changes import ChangeFeed
+from .errors import translated
+from .records import BeatInfo, EntryState, Quarantined, SyncReport, text, text_or_none
+from .scripts import Upsert
+
+log = logging.getLogger(__name__)
+
+CHUNK = 1000
+MAX_CAS_ATTEMPTS = 10
+
+
+class ScheduleStore(BeatCalls, ChangeFeed):
+    """Periodic entries in Redis: CRUD for people and programs, claims for beats."""
+
+    @classmethod
+    def from_config(cls, config: Config) -> ScheduleStore:
+        store: ScheduleStore = super().from_config(config)
+        return store
+
+    @classmethod
+    def from_app(cls, app: Any) -> ScheduleStore:
+        """A store with the same settings as ``celery beat -S redisbeat.RedisScheduler``."""
+        return cls.from_config(Config.from_app(app))
+
+    # -- writing ------------------------------------------------------------------------------
+
+    @translated
+    def upsert(self, entry: Entry, *, force: bool = False) -> bool:
+        """Add or replace an entry; True when something changed.
+
+        An edit that leaves the timing alone (schedule, start/end, enabled) keeps the next due
+        time; any other change reschedules from now. ``force`` takes over an entry that
+        another source owns (otherwise :class:`OwnershipError`).
+        """
+        return bool(self.upsert_many([entry], force=force))
+
+    @translated
+    def upsert_many(self, entries: Iterable[Entry], *, force: bool = False) -> int:
+        """Add or replace many entries, pipelined; returns how many changed."""
+        written = 0
+        for chunk in _chunks(entries, CHUNK):
+            results = self._write(chunk, force=force).values()
+            written += sum(1 for r in results if r in ("added", "updated"))
+        return written
+
+    @translated
+    def upsert_owned(self, entries: Iterable[Entry]) -> dict[str, str]:
+        """Add or replace entries, leaving alone names that another source owns.
+
+        Returns, per name, ``"added"``, ``"updated"``, ``"unchanged"`` or ``"foreign"``.
+        """
+        results: dict[str, str] = {}
+        for chunk in _chunks(entries, CHUNK):
+            results.update(self._write(chunk, force=False, foreign="skip"))
+        return results
+
+    def _write(self, chunk: list[Entry], *, force: bool, foreign: str = "raise") -> dict[str, str]:
+        """Write a chunk with compare-and-set, reading again what changed meanwhile.
+
+        Result per name: ``added``, ``updated``, ``unchanged`` or ``foreign``.
+        """
+        pending = {e.name: e.with_default_tz(self.timezone) for e in chunk}
+        results: dict[str, str] = {}
+        for _ in range(MAX_CAS_ATTEMPTS):
+            now_ms, olds, scores = self._read_for_write(list(pending))
+            writes: list[Upsert] = []
+            for name, old_raw, score in zip(pending, olds, scores, strict=True):
+                entry = pending[name]
+                outcome = self._plan(entry, old_raw, score, force=force, foreign=foreign)
+                if isinstance(outcome, str):
+                    results[name] = outcome
+                    continue
+                due = entry.first_due_ms(now_ms, self.timezone)
+                writes.append(replace(outcome, due_ms=due))
+            # Even with nothing to write: WAIT confirms that what was read is replicated.
+            replies = self.scripts.upsert(writes)
+            for write, reply in zip(writes, replies, strict=True):
+                if isinstance(reply, Exception):
+                    raise reply
+                if reply != -1:
+                    results[write.name] = (
+                        ("updated" if write.read else "added") if reply else "unchanged"
+                    )
+            pending = {n: e for n, e in pending.items() if n not in results}
+            if not pending:
+                return results
+        raise RedisBeatError(f"entries changed concurrently too often: {sorted(pending)[:5]}")
+
+    def _read_for_write(self, names: list[str]) -> tuple[int, list[Any], list[Any]]:
+        """The Redis clock, the stored definitions and the schedule scores, in one round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.time()
+        pipe.hmget(self.keys.entries, names)
+        for name in names:
+            pipe.zscore(self.keys.schedule, name)
+        now_reply, olds, *scores = pipe.execute(raise_on_error=False)
+        for reply in (now_reply, olds):
+            if isinstance(reply, Exception):
+                raise reply
+        # A schedule key of the wrong type: the upsert script names it.
+        scores = [None if isinstance(s, Exception) else s for s in scores]
+        return int(now_reply[0]) * 1000 + int(now_reply[1]) // 1000, olds, scores
+
+    def _plan(
+        self, entry: Entry, old_raw: str | None, score: Any, *, force: bool, foreign: str
+    ) -> str | Upsert:
+        """What writing ``entry`` over ``old_raw`` takes: a result already known, or a write."""
+        new_raw = entry.dumps()
+        broken = score is not None and not valid_ms(score)
+        if old_raw == new_raw:
+            return self._mend(entry.name, score) if broken else "unchanged"
+        old = _load_or_none(old_raw, entry.name)
+        if old is not None and old.source != entry.source and not force:
+            if foreign == "skip":
+                return "foreign"
+            raise OwnershipError(entry.name, old.source, entry.source)
+        keep = old is not None and old.timing_key() == entry.timing_key() and not broken
+        return Upsert(
+            name=entry.name,
+            read=old_raw or "",
+            definition=new_raw,
+            due_ms=None,
+            keep_schedule=keep,
+            source=entry.source,
+            previous_source=old.source if old else entry.source,
+        )
+
+    def _mend(self, name: str, score: float) -> str:
+        """An unchanged entry whose due time is not a valid time: put it back on its
+        schedule (an "update" of its timing), and say so."""
+        what = self.repair(name, repr(score), "api")
+        log.warning(
+            "redisbeat: entry %r had a due time in Redis that is not a valid time (%s); %s",
+            name,
+            score,
+            what,
+        )
+        return "updated"
+
+    @translated
+    def remove(self, name: str, *, source: str | None = None) -> bool:
+        """Remove an entry, its state and any claim on it; False when there was none.
+
+        With ``source``, the entry is removed only when that source owns it.
+        """
+        owner = source
+        if owner is None:
+            raw = self.client.hget(self.keys.entries, name)
+            old = _load_or_none(text_or_none(raw), name)
+            owner = old.source if old is not None else "api"
+        return self.scripts.remove(name, owner, only_if_owned=source is not None)
+
+    @translated
+    def enable(self, name: str) -> bool:
+        return self._set_enabled(name, True)
+
+    @translated
+    def disable(self, name: str) -> bool:
+        return self._set_enabled(name, False)
+
+    def _set_enabled(self, name: str, enabled: bool) -> bool:
+        entry = self.get(name)
+        # Written even when unchanged, so that wait_replicas confirms what was read.
+        return self.upsert(replace(entry, enabled=enabled), force=True)
+
+    @translated
+    def run_now(self, name: str) -> None:
+        """Make an entry due at once (its schedule continues afterwards)."""
+        self.scripts.run_now(name)
+
+    @translated
+    def sync_source(self, source: str, entries: Iterable[Entry]) -> SyncReport:
+        """Make the entries owned by ``source`` exactly ``entries``.
+
+        Entries of that source not given are removed; names owned by another source are left
+        alone and reported in ``foreign``.
+        """
+        wanted = {e.name: e for e in entries}
+        for entry in wanted.values():
+            if entry.source != source:
+                raise ValueError(
+                    f"entry {entry.name!r} has source {entry.source!r}, not {source!r}"
+                )
+        owned = self.names(source)
+        results: dict[str, str] = {}
+        for chunk in _chunks(wanted.values(), CHUNK):
+            results.update(self._write(chunk, force=False, foreign="skip"))
+        removed = [n for n in sorted(owned - set(wanted)) if self.remove(n, source=source)]
+        return SyncReport(
+            added=sorted(n for n, r in results.items() if r == "added"),
+            updated=sorted(n for n, r in results.items() if r == "updated"),
+            removed=removed,
+            unchanged=sum(1 for r in results.values() if r == "unchanged"),
+            foreign=sorted(n for n, r in results.items() if r == "foreign"),
+        )
+
+    # -- reading ------------------------------------------------------------------------------
+
+    @translated
+    def get(self, name: str) -> Entry:
+        raw = self.client.hget(self.keys.entries, name)
+        if raw is None:
+            raise EntryNotFound(name)
+        return Entry.loads(raw, name)
+
+    @translated
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and bool(self.client.hexists(self.keys.entries, name))
+
+    @translated
+    def __len__(self) -> int:
+        return int(self.client.hlen(self.keys.entries))
+
+    @translated
+    def __iter__(self) -> Iterator[Entry]:
+        """Every loadable entry (corrupt ones are logged and skipped), scanned in pages."""
+        for name, raw in self.client.hscan_iter(self.keys.entries, count=CHUNK):
+            try:
+                yield Entry.loads(raw, name)
+            except CorruptEntry as exc:
+                log.warning("redisbeat: skipping corrupt entry: %s", exc)
+
+    @translated
+    def names(self, source: str) -> set[str]:
+        """Names of the entries a source owns."""
+        return {text(n) for n in self.client.smembers(self.keys.source(source))}
+
+    @translated
+    def state(self, name: str) -> EntryState:
+        states = self.states([name])
+        if not states[0].next_run_at and not states[0].quarantined and name not in self:
+            raise EntryNotFound(name)
+        return states[0]
+
+    @translated
+    def states(self, names: list[str]) -> list[EntryState]:
+        """Run state of many entries in one round trip."""
+        if not names:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zmscore(self.keys.schedule, names)
+        pipe.hmget(self.keys.state, names)
+        pipe.hmget(self.keys.inflight, names)
+        pipe.hmget(self.keys.quarantine, names)
+        scores, states, claims, set_aside = pipe.execute()
+        return [
+            EntryState.from_redis(n, sc, st, cl, Quarantined.from_redis(n, q) if q else None)
+            for n, sc, st, cl, q in zip(names, scores, states, claims, set_aside, strict=False)
+        ]
+
+    @translated
+    def beats(self) -> list[BeatInfo]:
+        """Beats whose last heartbeat is recent enough to count as alive."""
+        now = self.now_ms()
+        # Up to the latest valid time: a score past it was not written by a beat.
+        rows = self.client.zrangebyscore(
+            self.keys.beats, now - self.beat_ttl_ms, MAX_MS, withscores=True
+        )
+        pairs = cast("list[tuple[Any, Any]]", rows)  # redis-py types this loosely
+        return [BeatInfo.from_heartbeat(text(beat_id), int(score)) for beat_id, score in pairs]
+
+    @translated
+    def quarantined(self) -> dict[str, Quarantined]:
+        """Every definition set aside, with why (a record redisbeat did not write says so)."""
+        return {
+            text(key): Quarantined.from_redis(text(key), text(raw))
+            for key, raw in self.client.hgetall(self.keys.quarantine).items()
+        }
+
+
+def _chunks(items: Iterable[Entry], size: int) -> Iterator[list[Entry]]:
+    iterator = iter(items)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
+
+
+def _load_or_none(raw: str | None, name: str) -> Entry | None:
+    if raw is None:
+        return None
+    try:
+        return Entry.loads(raw, name)
+    except CorruptEntry:
+        return None

@@ -1,0 +1,249 @@
+"""The Lua scripts (``lua/*.lua``), each behind one typed wrapper.
+
+A wrapper builds its script's KEYS and ARGV (the headers of the ``.lua`` files say what each
+is), decodes the reply into a record and turns return codes into named errors. The
+:class:`Runner` is the one place that runs a script: by EVALSHA, loading it again on NOSCRIPT
+(a restarted or flushed server, a replica just promoted), with ``WAIT`` for replicas riding in
+the same round trip.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
+from typing import Any, Literal
+
+import redis
+from redis.exceptions import NoScriptError
+
+from ..errors import EntryNotFound
+from ..schedule.timing import MAX_MS
+from .keys import Keys
+from .records import ClaimBatch, FinishResult, Heartbeat, Outcome, wire
+from .replication import Replicas
+
+#: How many times a script is loaded again when the server answers NOSCRIPT, per call: a
+#: ``SCRIPT FLUSH`` may land between a load and the EVALSHA after it.
+MAX_RELOADS = 3
+
+#: ``strict``: WAIT for replicas and raise when too few acknowledge (the editors' writes);
+#: ``lenient``: a beat's writes, judged by :class:`Replicas`; ``none``: no WAIT.
+Wait = Literal["strict", "lenient", "none"]
+
+
+@cache
+def _read(name: str) -> str:
+    return (files(__package__) / "lua" / f"{name}.lua").read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class Script:
+    """One Lua file after the shared prelude (its key type check, ``wrong_type``)."""
+
+    name: str
+    source: str
+    sha: str
+
+    @classmethod
+    def named(cls, name: str) -> Script:
+        source = _read("prelude") + _read(name)
+        return cls(name, source, hashlib.sha1(source.encode()).hexdigest())
+
+
+CLAIM = Script.named("claim")
+FINISH = Script.named("finish")
+RENEW = Script.named("renew")
+EXPIRE_LOST = Script.named("expire_lost")
+QUARANTINE = Script.named("quarantine")
+HEARTBEAT = Script.named("heartbeat")
+REPAIR = Script.named("repair")
+CONFIG = Script.named("config")
+UPSERT = Script.named("upsert")
+REMOVE = Script.named("remove")
+RUN_NOW = Script.named("run_now")
+
+
+@dataclass(frozen=True)
+class Call:
+    script: Script
+    keys: Sequence[str]
+    args: Sequence[Any]
+
+
+class Runner:
+    """Runs scripts by EVALSHA, loading them on NOSCRIPT, with WAIT where asked."""
+
+    def __init__(self, client: redis.Redis, replicas: Replicas) -> None:
+        self.client = client
+        self.replicas = replicas
+
+    def run(self, call: Call, wait: Wait) -> Any:
+        """One script's reply (an error reply is raised)."""
+        if wait == "none" or not self.replicas.count:
+            for _ in range(MAX_RELOADS - 1):
+                try:
+                    return self._evalsha(self.client, call)
+                except NoScriptError:
+                    self._load(call.script)
+            return self._evalsha(self.client, call)
+        (reply,), acked, waited = self._execute([call], wait)
+        if isinstance(reply, Exception):
+            raise reply
+        if waited is not None:
+            self.replicas.acknowledged(acked, wait == "strict", waited)
+        return reply
+
+    def run_many(self, calls: list[Call]) -> list[Any]:
+        """Strict writes in one pipeline; each reply in order, error replies among them."""
+        replies, acked, waited = self._execute(calls, "strict")
+        if waited is not None:
+            self.replicas.acknowledged(acked, True, waited)
+        return replies
+
+    def _execute(self, calls: list[Call], wait: Wait) -> tuple[list[Any], Any, int | None]:
+        replies: list[Any] = [None] * len(calls)
+        todo = list(range(len(calls)))
+        for attempt in range(MAX_RELOADS):
+            pipe = self.client.pipeline(transaction=False)
+            for i in todo:
+                self._evalsha(pipe, calls[i])
+            waited = None if wait == "none" else self.replicas.add_wait(pipe, wait == "strict")
+            out = pipe.execute(raise_on_error=False)
+            acked = out.pop() if waited is not None else None
+            missing = [i for i, r in zip(todo, out, strict=True) if isinstance(r, NoScriptError)]
+            for i, reply in zip(todo, out, strict=True):
+                replies[i] = reply
+            if not missing or attempt == MAX_RELOADS - 1:
+                return replies, acked, waited
+            # Nothing ran for those: load the scripts and run them again.
+            for script in {calls[i].script for i in missing}:
+                self._load(script)
+            todo = missing
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @staticmethod
+    def _evalsha(target: Any, call: Call) -> Any:
+        return target.evalsha(call.script.sha, len(call.keys), *call.keys, *call.args)
+
+    def _load(self, script: Script) -> None:
+        self.client.script_load(script.source)
+
+
+@dataclass(frozen=True)
+class Upsert:
+    """One definition to write, compare-and-set against the one read (upsert.lua)."""
+
+    name: str
+    read: str
+    definition: str
+    due_ms: int | None
+    keep_schedule: bool
+    source: str
+    previous_source: str
+
+
+class Scripts:
+    """One method per Lua script: arguments in, a record out."""
+
+    def __init__(self, runner: Runner, keys: Keys) -> None:
+        self.runner = runner
+        self.keys = keys
+
+    # -- a beat's ----------------------------------------------------------------------------
+
+    def claim(self, beat_id: str, lease_ms: int, batch_size: int) -> ClaimBatch:
+        k = self.keys
+        keys = [k.schedule, k.entries, k.inflight, k.state]
+        call = Call(CLAIM, keys, [beat_id, lease_ms, batch_size, MAX_MS])
+        return ClaimBatch.from_reply(self.runner.run(call, "lenient"), lease_ms)
+
+    def finish(
+        self, beat_id: str, lease_until_ms: int, outcomes: list[Outcome], quarantine_after: int
+    ) -> FinishResult:
+        k = self.keys
+        args: list[Any] = [beat_id, lease_until_ms, k.events, quarantine_after, MAX_MS]
+        for o in outcomes:
+            nxt = "" if o.next_due_ms is None else o.next_due_ms
+            args += [wire(o.name), o.action, nxt, o.task_id, o.due_ms, o.error]
+        keys = [k.schedule, k.inflight, k.state, k.entries, k.quarantine]
+        reply = self.runner.run(Call(FINISH, keys, args), "lenient")
+        return FinishResult.from_reply(reply)
+
+    def renew(self, beat_id: str, lease_until_ms: int, names: list[str], lease_ms: int) -> int:
+        args = [beat_id, lease_until_ms, lease_ms, *(wire(n) for n in names)]
+        call = Call(RENEW, [self.keys.schedule, self.keys.inflight], args)
+        lease_until, _renewed = self.runner.run(call, "lenient")
+        return int(lease_until)
+
+    def expire_lost(self, beat_id: str, earliest_lease_until: int, lease_ms: int) -> int:
+        k = self.keys
+        args = [beat_id, earliest_lease_until, lease_ms, k.events]
+        return int(self.runner.run(Call(EXPIRE_LOST, [k.schedule, k.inflight], args), "lenient"))
+
+    def quarantine(self, name: str, definition: str, error: str, by: str) -> bool:
+        k = self.keys
+        keys = [k.entries, k.schedule, k.inflight, k.quarantine]
+        args = [wire(name), wire(definition), error, by]
+        return bool(self.runner.run(Call(QUARANTINE, keys, args), "lenient"))
+
+    def heartbeat(self, beat_id: str, ttl_ms: int) -> Heartbeat:
+        k = self.keys
+        call = Call(HEARTBEAT, [k.beats, k.config, k.schedule], [beat_id, ttl_ms, MAX_MS])
+        return Heartbeat.from_reply(self.runner.run(call, "none"))
+
+    def repair(self, name: str, score: str, due_ms: int | None) -> bool:
+        args = [wire(name), score, "" if due_ms is None else due_ms, self.keys.events]
+        return bool(self.runner.run(Call(REPAIR, [self.keys.schedule], args), "lenient"))
+
+    def claim_config(
+        self, read: str, version: str, beat_id: str, entries: str, previous: str
+    ) -> bool:
+        args = ["claim", read, version, beat_id, entries, previous]
+        return bool(self.runner.run(Call(CONFIG, [self.keys.config], args), "strict"))
+
+    def config_applied(self, version: str) -> bool:
+        call = Call(CONFIG, [self.keys.config], ["applied", version])
+        return bool(self.runner.run(call, "strict"))
+
+    # -- the editors' ------------------------------------------------------------------------
+
+    def upsert(self, writes: list[Upsert]) -> list[Any]:
+        """Per write: 1 written, 0 identical, -1 changed since it was read (or an error)."""
+        k = self.keys
+        calls = [
+            Call(
+                UPSERT,
+                [
+                    k.entries,
+                    k.schedule,
+                    k.quarantine,
+                    k.source(w.source),
+                    k.source(w.previous_source),
+                ],
+                [
+                    w.name,
+                    w.read,
+                    w.definition,
+                    "" if w.due_ms is None else w.due_ms,
+                    "1" if w.keep_schedule else "0",
+                    k.events,
+                ],
+            )
+            for w in writes
+        ]
+        return self.runner.run_many(calls)
+
+    def remove(self, name: str, owner: str, only_if_owned: bool) -> bool:
+        k = self.keys
+        keys = [k.entries, k.schedule, k.state, k.inflight, k.quarantine, k.source(owner)]
+        args = [name, k.events, "1" if only_if_owned else "0"]
+        return bool(self.runner.run(Call(REMOVE, keys, args), "strict"))
+
+    def run_now(self, name: str) -> None:
+        """Raises :class:`EntryNotFound` when no entry of that name exists."""
+        call = Call(RUN_NOW, [self.keys.entries, self.keys.schedule], [name, self.keys.events])
+        if not self.runner.run(call, "strict"):
+            raise EntryNotFound(name)
