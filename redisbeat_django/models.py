@@ -68,7 +68,7 @@ def is_sync_write(fields: Iterable[str] | None) -> bool:
 
 
 class PeriodicTaskQuerySet(models.QuerySet["PeriodicTask"]):
-    """Bulk writes are pushed to Redis too, after their transaction commits."""
+    """Bulk writes announce themselves (:data:`bulk_written`), so they are pushed to Redis too."""
 
     def update(self, **kwargs: Any) -> int:
         if is_sync_write(kwargs):
@@ -76,13 +76,13 @@ class PeriodicTaskQuerySet(models.QuerySet["PeriodicTask"]):
         pks = list(self.values_list("pk", flat=True))
         names = list(self.values_list("name", flat=True)) if "name" in kwargs else []
         count = super().update(**{**kwargs, "sync_status": "pending"})
-        bulk_written.send(self.model, pks=pks, names=[], removed=names, using=self.db)
+        bulk_written.send(PeriodicTask, pks=pks, names=[], removed=names, using=self.db)
         return count
 
     def bulk_create(self, objs: Any, *args: Any, **kwargs: Any) -> list[PeriodicTask]:
         created = super().bulk_create(objs, *args, **kwargs)
         names = [o.name for o in created]
-        bulk_written.send(self.model, pks=[], names=names, removed=[], using=self.db)
+        bulk_written.send(PeriodicTask, pks=[], names=names, removed=[], using=self.db)
         return created
 
     # bulk_update() goes through update(), so it is pushed too.
