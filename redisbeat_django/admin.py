@@ -1,7 +1,8 @@
 """The PeriodicTask admin: one form for any schedule, live state from Redis, beats page.
 
 The change list reads the run state of every row on the page from Redis in one round trip
-(:class:`LiveChangeList`); when Redis is down every page still renders, with a warning.
+(:class:`LiveChangeList`); when Redis is down every page still renders, with a warning. The
+change list's cells are in :mod:`.columns`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from django.shortcuts import redirect
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
-from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from redisbeat.errors import EntryNotFound, RedisBeatError
@@ -26,14 +26,15 @@ from redisbeat.schedule.timing import to_ms
 from redisbeat.store.records import EntryState
 
 from . import sync
+from .columns import LIVE_ATTR, LIVE_COLUMNS, ChangeListColumns
 from .conf import get_store
-from .describe import NO_VALUE, describe, format_time, name_list, preview, time_cell, zone_info
+from .describe import NO_VALUE, format_time, name_list, preview, zone_info
 from .forms import PeriodicTaskForm
 from .models import PeriodicTask, SyncStatus
 
 #: What a Redis outage raises (connection refused, timeouts, a bad store setting).
 UNAVAILABLE = (RedisBeatError,)
-_LIVE = "_redisbeat_live"
+_LIVE_ONE = "_redisbeat_live_one"
 #: More than this many at once is more likely a "select all" by mistake than a wish.
 MAX_RUN_NOW = 1000
 _TEMPLATES = "admin/redisbeat_django/periodictask"
@@ -48,12 +49,7 @@ def read_states(request: HttpRequest, rows: list[PeriodicTask]) -> None:
         except UNAVAILABLE as exc:
             messages.warning(request, f"Redis unavailable: live state is not shown ({exc}).")
     for row in rows:
-        setattr(row, _LIVE, states.get(row.name))
-
-
-def live(row: PeriodicTask) -> EntryState | None:
-    state: EntryState | None = getattr(row, _LIVE, None)
-    return state
+        setattr(row, LIVE_ATTR, states.get(row.name))
 
 
 class LiveChangeList(ChangeList):
@@ -66,7 +62,6 @@ class LiveChangeList(ChangeList):
 
 
 STATUS_FIELDS = ("schedule_preview", "live_state", "sync_state")
-LIVE_COLUMNS = ("next_run", "last_run", "runs", "last_task_id", "sent_by")
 HINT = "Fill in the fields of the chosen kind; the fields of the other kinds are ignored."
 
 
@@ -77,7 +72,7 @@ else:  # ModelAdmin is generic only in the stubs
 
 
 @admin.register(PeriodicTask)
-class PeriodicTaskAdmin(_ModelAdmin):
+class PeriodicTaskAdmin(ChangeListColumns, _ModelAdmin):
     form = PeriodicTaskForm
     list_display = ("name", "task", "schedule", "enabled", *LIVE_COLUMNS, "sync_cell")
     list_filter = ("enabled", "kind", "sync_status")
@@ -128,81 +123,17 @@ class PeriodicTaskAdmin(_ModelAdmin):
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return LiveChangeList
 
-    # -- change list columns ------------------------------------------------------------------
-
-    @admin.display(description="Schedule", ordering="kind")
-    def schedule(self, obj: PeriodicTask) -> str:
-        return describe(obj)
-
-    @admin.display(description="Next run")
-    def next_run(self, obj: PeriodicTask) -> str | SafeString:
-        state = live(obj)
-        if state is not None and state.quarantined is not None:
-            return format_html(
-                '<strong class="rb-problem" title="{}">{}</strong>',
-                state.quarantined.error,
-                "set aside",
-            )
-        if state is not None and state.problem:
-            return format_html(
-                '<strong class="rb-problem" title="{}">{}</strong>', state.problem, "needs repair"
-            )
-        if state is not None and state.running:
-            return format_html("<strong>{}</strong>", "sending now")
-        cell = time_cell(state.next_run_at if state else None)
-        if state is not None and state.failures:
-            return format_html(
-                '{} <span class="rb-problem" title="{}">{} failed</span>',
-                cell,
-                state.last_error or "",
-                state.failures,
-            )
-        return cell
-
-    @admin.display(description="Last run")
-    def last_run(self, obj: PeriodicTask) -> str | SafeString:
-        state = live(obj)
-        return time_cell(state.last_run_at if state else None)
-
-    @admin.display(description="Runs")
-    def runs(self, obj: PeriodicTask) -> str:
-        state = live(obj)
-        return NO_VALUE if state is None else str(state.total_run_count)
-
-    @admin.display(description="Last task id")
-    def last_task_id(self, obj: PeriodicTask) -> str | SafeString:
-        state = live(obj)
-        if state is None or not state.last_task_id:
-            return NO_VALUE
-        task_id = state.last_task_id
-        return format_html('<code title="{}">{}…</code>', task_id, task_id[:8])
-
-    @admin.display(description="Sent by")
-    def sent_by(self, obj: PeriodicTask) -> str | SafeString:
-        state = live(obj)
-        if state is None or not state.last_beat:
-            return NO_VALUE
-        return format_html('<span title="{}">{}</span>', state.last_beat, state.last_beat)
-
-    @admin.display(description="Sync", ordering="sync_status")
-    def sync_cell(self, obj: PeriodicTask) -> SafeString:
-        label = obj.get_sync_status_display()
-        title = obj.sync_error or (f"Synced {format_time(obj.synced_at)}" if obj.synced_at else "")
-        return format_html(
-            '<span class="rb-sync rb-sync-{}" title="{}">{}</span>', obj.sync_status, title, label
-        )
-
     # -- change form: read-only status --------------------------------------------------------
 
     def _live_one(self, obj: PeriodicTask) -> tuple[EntryState | None, str]:
         """The row's live state, read once per page; (None, reason) when Redis is down."""
-        cached: tuple[EntryState | None, str] | None = getattr(obj, _LIVE + "_one", None)
+        cached: tuple[EntryState | None, str] | None = getattr(obj, _LIVE_ONE, None)
         if cached is None:
             try:
                 cached = (get_store().states([obj.name])[0], "")
             except UNAVAILABLE as exc:
                 cached = (None, f"Redis unavailable: {exc}")
-            setattr(obj, _LIVE + "_one", cached)
+            setattr(obj, _LIVE_ONE, cached)
         return cached
 
     @admin.display(description="Schedule preview")

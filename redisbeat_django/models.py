@@ -1,12 +1,18 @@
-"""PeriodicTask: one row per schedule entry, its schedule inline (no shared schedule rows)."""
+"""PeriodicTask: one row per schedule entry, its schedule inline (no shared schedule rows).
+
+This module knows nothing of Redis: a write to push is announced (``post_save``,
+``post_delete``, :data:`bulk_written`), and :mod:`.signals` hands it to :mod:`.sync`.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.dispatch import Signal
 from django.utils.translation import gettext_lazy as _
 
 from redisbeat.errors import InvalidEntry
@@ -46,26 +52,37 @@ SOLAR_CHOICES = [(e, e.replace("_", " ")) for e in sorted(SOLAR_EVENTS)]
 #: Columns only the sync writes; changing them alone is not an edit to push.
 SYNC_FIELDS = frozenset({"sync_status", "sync_error", "synced_at"})
 
+#: Sent (sender: PeriodicTask) after a bulk write that ``post_save`` does not see, with
+#: ``pks`` and ``names`` of the rows to push, ``removed`` (names whose entries may have to
+#: go) and ``using`` (the database alias).
+bulk_written = Signal()
+
+
+def is_sync_write(fields: Iterable[str] | None) -> bool:
+    """Whether a write of these columns is the sync recording its own outcome.
+
+    Such a write changes nothing Redis holds, so it is neither marked pending nor pushed
+    (pushing it would push forever). ``None`` stands for every column, a plain ``save()``.
+    """
+    return fields is not None and SYNC_FIELDS.issuperset(fields)
+
 
 class PeriodicTaskQuerySet(models.QuerySet["PeriodicTask"]):
-    """Bulk writes are pushed to Redis too, after their transaction commits."""
+    """Bulk writes announce themselves (:data:`bulk_written`), so they are pushed to Redis too."""
 
     def update(self, **kwargs: Any) -> int:
-        if SYNC_FIELDS.issuperset(kwargs):
+        if is_sync_write(kwargs):
             return super().update(**kwargs)
-        from . import sync
-
         pks = list(self.values_list("pk", flat=True))
         names = list(self.values_list("name", flat=True)) if "name" in kwargs else []
         count = super().update(**{**kwargs, "sync_status": "pending"})
-        sync.push_on_commit(pks, removed=names, using=self.db)
+        bulk_written.send(PeriodicTask, pks=pks, names=[], removed=names, using=self.db)
         return count
 
     def bulk_create(self, objs: Any, *args: Any, **kwargs: Any) -> list[PeriodicTask]:
-        from . import sync
-
         created = super().bulk_create(objs, *args, **kwargs)
-        sync.push_on_commit([], names=[o.name for o in created], using=self.db)
+        names = [o.name for o in created]
+        bulk_written.send(PeriodicTask, pks=[], names=names, removed=[], using=self.db)
         return created
 
     # bulk_update() goes through update(), so it is pushed too.
@@ -190,7 +207,7 @@ class PeriodicTask(models.Model):
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         update_fields = kwargs.get("update_fields")
-        if update_fields is None or not SYNC_FIELDS.issuperset(update_fields):
+        if not is_sync_write(update_fields):
             self.sync_status = "pending"  # until the push after commit succeeds
             if update_fields is not None:
                 kwargs["update_fields"] = {*update_fields, "sync_status"}

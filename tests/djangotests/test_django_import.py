@@ -18,7 +18,8 @@ from django_celery_beat import models as dcb
 
 from redisbeat import Entry
 from redisbeat.schedule.kinds import Clocked, Crontab, Interval, Solar
-from redisbeat_django.importer import IMPORTED_FIELDS, NOT_INSTALLED, convert, zone_name
+from redisbeat_django.conversion import IMPORTED_FIELDS, convert, zone_name
+from redisbeat_django.importer import NOT_INSTALLED
 from redisbeat_django.models import PeriodicTask, SyncStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,0 +1,91 @@
+"""The admin change list's columns: a row's schedule, live state and sync status as cells.
+
+The live state is read from Redis once a page (``admin.read_states``) and attached to each
+row; these cells only show what was attached, and never talk to Redis themselves.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from redisbeat.store.records import EntryState
+
+from .describe import NO_VALUE, describe, format_time, time_cell
+from .models import PeriodicTask
+
+#: The attribute of a row that holds its live state, once read.
+LIVE_ATTR = "_redisbeat_live"
+LIVE_COLUMNS = ("next_run", "last_run", "runs", "last_task_id", "sent_by")
+
+
+def live(row: PeriodicTask) -> EntryState | None:
+    state: EntryState | None = getattr(row, LIVE_ATTR, None)
+    return state
+
+
+class ChangeListColumns:
+    """The change list's computed columns, for a ModelAdmin of PeriodicTask to inherit."""
+
+    @admin.display(description="Schedule", ordering="kind")
+    def schedule(self, obj: PeriodicTask) -> str:
+        return describe(obj)
+
+    @admin.display(description="Next run")
+    def next_run(self, obj: PeriodicTask) -> str | SafeString:
+        state = live(obj)
+        if state is not None and state.quarantined is not None:
+            return format_html(
+                '<strong class="rb-problem" title="{}">{}</strong>',
+                state.quarantined.error,
+                "set aside",
+            )
+        if state is not None and state.problem:
+            return format_html(
+                '<strong class="rb-problem" title="{}">{}</strong>', state.problem, "needs repair"
+            )
+        if state is not None and state.running:
+            return format_html("<strong>{}</strong>", "sending now")
+        cell = time_cell(state.next_run_at if state else None)
+        if state is not None and state.failures:
+            return format_html(
+                '{} <span class="rb-problem" title="{}">{} failed</span>',
+                cell,
+                state.last_error or "",
+                state.failures,
+            )
+        return cell
+
+    @admin.display(description="Last run")
+    def last_run(self, obj: PeriodicTask) -> str | SafeString:
+        state = live(obj)
+        return time_cell(state.last_run_at if state else None)
+
+    @admin.display(description="Runs")
+    def runs(self, obj: PeriodicTask) -> str:
+        state = live(obj)
+        return NO_VALUE if state is None else str(state.total_run_count)
+
+    @admin.display(description="Last task id")
+    def last_task_id(self, obj: PeriodicTask) -> str | SafeString:
+        state = live(obj)
+        if state is None or not state.last_task_id:
+            return NO_VALUE
+        task_id = state.last_task_id
+        return format_html('<code title="{}">{}…</code>', task_id, task_id[:8])
+
+    @admin.display(description="Sent by")
+    def sent_by(self, obj: PeriodicTask) -> str | SafeString:
+        state = live(obj)
+        if state is None or not state.last_beat:
+            return NO_VALUE
+        return format_html('<span title="{}">{}</span>', state.last_beat, state.last_beat)
+
+    @admin.display(description="Sync", ordering="sync_status")
+    def sync_cell(self, obj: PeriodicTask) -> SafeString:
+        label = obj.get_sync_status_display()
+        title = obj.sync_error or (f"Synced {format_time(obj.synced_at)}" if obj.synced_at else "")
+        return format_html(
+            '<span class="rb-sync rb-sync-{}" title="{}">{}</span>', obj.sync_status, title, label
+        )
