@@ -36,6 +36,7 @@ from servers import RedisServer
 
 from redisbeat import Entry, ScheduleStore
 from redisbeat.errors import InvalidSchedule
+from redisbeat.schedule.codec import from_json, to_json
 from redisbeat.schedule.kinds import (
     CRONTAB_FIELDS,
     MAX_INTERVAL,
@@ -48,8 +49,6 @@ from redisbeat.schedule.kinds import (
     Solar,
     as_schedule,
     cron_spec,
-    from_json,
-    to_json,
 )
 from redisbeat.schedule.timing import from_ms, next_due, next_due_ms, to_ms
 

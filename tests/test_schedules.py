@@ -13,6 +13,7 @@ import pytest
 from celery.schedules import crontab, schedule, solar
 
 from redisbeat.errors import InvalidSchedule
+from redisbeat.schedule.codec import from_json, to_json
 from redisbeat.schedule.kinds import (
     SOLAR_EVENTS,
     Clocked,
@@ -22,8 +23,6 @@ from redisbeat.schedule.kinds import (
     Schedule,
     Solar,
     as_schedule,
-    from_json,
-    to_json,
     with_default_tz,
 )
 from redisbeat.schedule.timing import next_due_ms, to_ms

@@ -12,10 +12,11 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import CorruptEntry, InvalidEntry, InvalidSchedule
+from .clock import to_ms
+from .codec import from_json as schedule_from_json
+from .codec import to_json as schedule_to_json
 from .kinds import Clocked, Interval, Schedule, as_schedule, fixed_offset, with_default_tz
-from .kinds import from_json as schedule_from_json
-from .kinds import to_json as schedule_to_json
-from .timing import last_due_ms, next_due_ms, to_ms
+from .timing import last_due_ms, next_due_ms
 
 MAX_NAME_LENGTH = 200
 MAX_TASK_LENGTH = 255

@@ -1,27 +1,26 @@
-"""The schedule kinds an entry can have, their validation and their JSON form.
+"""The schedule kinds an entry can have and their validation.
 
 Five frozen dataclasses say when an entry fires: ``Interval``, ``Crontab``, ``Cron``,
 ``Clocked`` and ``Solar``. Each validates itself on construction, so an invalid schedule
 (bad field, unknown zone, a date that never comes) cannot exist. ``as_schedule`` converts
-what Celery users already write; ``to_json``/``from_json`` give the flat dict stored in Redis.
+what Celery users already write; ``codec`` gives their JSON form, ``cron`` checks cron fields.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
-from typing import Any, NamedTuple, TypeAlias
+from typing import TypeAlias
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from celery import schedules as celery_schedules
-from croniter import CroniterBadDateError, croniter
 
 from ..errors import InvalidSchedule
+from .cron import CRONTAB_FIELDS, CronSpec, check_cron, crontab_expr
 
 __all__ = [
     "CRONTAB_FIELDS",
@@ -38,13 +37,10 @@ __all__ = [
     "as_schedule",
     "cron_spec",
     "fixed_offset",
-    "from_json",
     "get_zone",
-    "to_json",
     "with_default_tz",
 ]
 
-CRONTAB_FIELDS = ("minute", "hour", "day_of_week", "day_of_month", "month_of_year")
 MIN_INTERVAL = 0.001  # one millisecond: the scheduler's clock resolution
 MAX_INTERVAL = 100 * 365.25 * 86400  # a century: every due time stays a datetime
 # The events celery.schedules.solar accepts (a test keeps the two in step).
@@ -52,21 +48,6 @@ SOLAR_EVENTS = frozenset(
     {"dawn_astronomical", "dawn_nautical", "dawn_civil", "sunrise", "solar_noon"}
     | {"sunset", "dusk_civil", "dusk_nautical", "dusk_astronomical"}
 )
-# "Never fires" is a bounded search from a fixed date. Feb 29 on a given weekday recurs
-# at most every 28 years between 1901 and 2099, so 30 years accepts every date that
-# exists while an impossible one (Feb 31) is rejected in about a millisecond.
-_NEVER_FIRES_FROM = datetime(2000, 1, 1)
-_NEVER_FIRES_YEARS = 30
-# croniter's "R" fields draw random values at every parse: each beat would differ.
-_RANDOM_FIELD = re.compile(r"^r(\(\d+-\d+\))?(/\d+)?$", re.ASCII | re.IGNORECASE)
-
-
-class CronSpec(NamedTuple):
-    """How to drive croniter for a Crontab or Cron: expression and flags."""
-
-    expr: str
-    day_or: bool
-    seconds_first: bool
 
 
 @lru_cache(maxsize=512)
@@ -154,7 +135,7 @@ class Crontab:
             value = getattr(self, name)
             if not isinstance(value, str):
                 raise InvalidSchedule(f"schedule.{name}", f"must be a string, got {value!r}")
-        _crontab_expr(
+        crontab_expr(
             self.minute, self.hour, self.day_of_week, self.day_of_month, self.month_of_year
         )
 
@@ -170,7 +151,7 @@ class Cron:
         _check_tz(self.tz)
         if not isinstance(self.expr, str):
             raise InvalidSchedule("schedule.expr", f"must be a string, got {self.expr!r}")
-        _check_cron(self.expr)
+        check_cron(self.expr)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,72 +196,12 @@ class Solar:
 Schedule: TypeAlias = Interval | Crontab | Cron | Clocked | Solar
 
 
-def _check_fires(spec: CronSpec, field: str, shown: str) -> None:
-    try:
-        croniter(
-            spec.expr,
-            _NEVER_FIRES_FROM,
-            day_or=spec.day_or,
-            second_at_beginning=spec.seconds_first,
-            max_years_between_matches=_NEVER_FIRES_YEARS,
-        ).get_next(datetime)
-    except CroniterBadDateError:
-        raise InvalidSchedule(field, f"never fires: no date matches {shown}") from None
-
-
-def _field_expr(values: set[int], size: int) -> str:
-    return "*" if len(values) == size else ",".join(str(v) for v in sorted(values))
-
-
-@lru_cache(maxsize=1024)
-def _crontab_expr(minute: str, hour: str, dow: str, dom: str, moy: str) -> str:
-    """Validate Crontab fields and return the equivalent 5-field croniter expression."""
-    fields = dict(zip(CRONTAB_FIELDS, (minute, hour, dow, dom, moy), strict=True))
-    for name, value in fields.items():
-        # One field at a time, so the error can name the field that is wrong.
-        try:
-            celery_schedules.crontab(**{name: value})
-        except (ValueError, TypeError, IndexError, celery_schedules.ParseException) as exc:
-            raise InvalidSchedule(f"schedule.{name}", f"invalid field {value!r}: {exc}") from None
-    shown = f"day_of_month={dom!r}, month_of_year={moy!r}, day_of_week={dow!r}"
-    try:
-        ct: Any = celery_schedules.crontab(**fields)
-    except ValueError:  # every field is fine alone: the days and months never meet
-        raise InvalidSchedule("schedule.day_of_month", f"never fires: {shown}") from None
-    # In croniter's field order; Celery and croniter both count Sunday as day 0.
-    sets = (ct.minute, ct.hour, ct.day_of_month, ct.month_of_year, ct.day_of_week)
-    expr = " ".join(_field_expr(v, n) for v, n in zip(sets, (60, 24, 31, 12, 7), strict=True))
-    _check_fires(CronSpec(expr, False, False), "schedule.day_of_month", shown)
-    return expr
-
-
-@lru_cache(maxsize=1024)
-def _check_cron(expr: str) -> None:
-    parts = expr.split()
-    alias = len(parts) == 1 and parts[0].startswith("@")
-    if not alias and len(parts) not in (5, 6):
-        raise InvalidSchedule(
-            "schedule.expr",
-            f"expected 5 fields, 6 with seconds first, or an @alias; got {expr!r}",
-        )
-    if any(_RANDOM_FIELD.match(part) for part in parts):
-        raise InvalidSchedule(
-            "schedule.expr",
-            f"random 'R' fields are not supported (each beat would draw its own): {expr!r}",
-        )
-    try:
-        croniter(expr, _NEVER_FIRES_FROM, second_at_beginning=True)
-    except (ValueError, TypeError, KeyError, IndexError) as exc:  # CroniterError is a ValueError
-        raise InvalidSchedule("schedule.expr", f"invalid cron expression {expr!r}: {exc}") from None
-    _check_fires(CronSpec(expr, True, True), "schedule.expr", repr(expr))
-
-
 def cron_spec(schedule: Crontab | Cron) -> CronSpec:
     """The croniter expression and flags that enumerate a Crontab's or Cron's wall times."""
     if isinstance(schedule, Cron):
         return CronSpec(schedule.expr, True, True)
     s = schedule
-    expr = _crontab_expr(s.minute, s.hour, s.day_of_week, s.day_of_month, s.month_of_year)
+    expr = crontab_expr(s.minute, s.hour, s.day_of_week, s.day_of_month, s.month_of_year)
     return CronSpec(expr, False, False)  # day_or=False keeps Celery's AND of the days
 
 
@@ -322,66 +243,3 @@ def as_schedule(value: object) -> Schedule:
         run_every: timedelta = getattr(value, "run_every")  # noqa: B009 (not in the stubs)
         return Interval(run_every.total_seconds(), relative=bool(value.relative))
     raise InvalidSchedule("schedule", f"unsupported schedule type {type(value).__name__}")
-
-
-_KINDS = {cls: cls.__name__.lower() for cls in (Interval, Crontab, Cron, Clocked, Solar)}
-_CLASSES = {kind: cls for cls, kind in _KINDS.items()}
-_NUMBER = (int, float)
-_ZONE = (str, type(None))
-# The JSON types each kind's fields must have; every field is required.
-_FIELD_TYPES: dict[str, dict[str, tuple[type, ...]]] = {
-    "interval": {"every": _NUMBER, "relative": (bool,)},
-    "crontab": {**{name: (str,) for name in CRONTAB_FIELDS}, "tz": _ZONE},
-    "cron": {"expr": (str,), "tz": _ZONE},
-    "clocked": {"at": (str,)},
-    "solar": {"event": (str,), "lat": _NUMBER, "lon": _NUMBER},
-}
-
-
-def to_json(schedule: Schedule) -> dict[str, Any]:
-    """The flat JSON dict for a schedule: ``{"kind": ..., <fields>}``."""
-    kind = _KINDS.get(type(schedule))
-    if kind is None:
-        raise InvalidSchedule("schedule", f"unsupported schedule type {type(schedule).__name__}")
-    data: dict[str, Any] = {"kind": kind}
-    for field in dataclasses.fields(schedule):
-        value = getattr(schedule, field.name)
-        data[field.name] = value.isoformat() if isinstance(value, datetime) else value
-    return data
-
-
-def _parse_at(text: str) -> datetime:
-    # Python 3.10's fromisoformat does not read a trailing "Z".
-    iso = text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text
-    try:
-        return datetime.fromisoformat(iso)
-    except ValueError:
-        raise InvalidSchedule("schedule.at", f"not an ISO 8601 datetime: {text!r}") from None
-
-
-def from_json(data: Any) -> Schedule:
-    """Build a schedule from its JSON dict; anything malformed raises InvalidSchedule."""
-    if not isinstance(data, dict):
-        raise InvalidSchedule("schedule", f"expected a JSON object, got {type(data).__name__}")
-    kind = data.get("kind")
-    if not isinstance(kind, str) or kind not in _FIELD_TYPES:
-        raise InvalidSchedule(
-            "schedule.kind", f"unknown kind {kind!r}; expected one of {sorted(_FIELD_TYPES)}"
-        )
-    types = _FIELD_TYPES[kind]
-    for key in data:
-        if key != "kind" and key not in types:
-            raise InvalidSchedule(f"schedule.{key}", f"unknown field for kind {kind!r}")
-    values: dict[str, Any] = {}
-    for name, allowed in types.items():
-        if name not in data:
-            raise InvalidSchedule(f"schedule.{name}", f"missing (required for kind {kind!r})")
-        value = data[name]
-        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
-            names = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
-            raise InvalidSchedule(f"schedule.{name}", f"must be {names}, got {value!r}")
-        values[name] = value
-    if kind == "clocked":
-        values["at"] = _parse_at(values["at"])
-    schedule: Schedule = _CLASSES[kind](**values)
-    return schedule

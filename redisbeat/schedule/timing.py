@@ -12,16 +12,15 @@ wall time, so one forward scan finds the first occurrence strictly after a given
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone, tzinfo
 from functools import lru_cache, partial
-from typing import Any, TypeGuard, cast
+from typing import Any, cast
 from zoneinfo import ZoneInfo
 
-from celery import schedules as celery_schedules
 from croniter import CroniterBadDateError, croniter
 
+from .clock import MAX_MS, from_ms, to_ms, valid_ms
 from .kinds import (
     Clocked,
     Cron,
@@ -33,49 +32,19 @@ from .kinds import (
     cron_spec,
     get_zone,
 )
+from .solar import next_solar
 
-__all__ = ["from_ms", "last_due_ms", "next_due", "next_due_ms", "to_ms"]
+__all__ = ["MAX_MS", "from_ms", "last_due_ms", "next_due", "next_due_ms", "to_ms", "valid_ms"]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _EPOCH_NAIVE = datetime(1970, 1, 1)
-_MS = timedelta(milliseconds=1)
 _SECOND = timedelta(seconds=1)
-# Like celery's solar: polar days and nights are shorter than a year.
-_SOLAR_SEARCH_DAYS = 366
-_HOUR_MS = 3_600_000
 # last_due_ms steps this many occurrences forward before it bisects.
 _STEPS = 4
-# Closer to a pole than this, ephem's rising and setting times drift off the horizon (and
-# it misses some): the crossing is searched for directly instead.
-_POLAR_LAT = 89.5
-_CROSSINGS = ("next_rising", "next_setting")
 # The last millisecond a datetime holds (9999-12-31 23:59:59.999 UTC): a later due time
 # counts as none, so every due time converts back to a datetime.
-_MAX_MS = (datetime.max.replace(tzinfo=timezone.utc) - _EPOCH) // _MS
+_MAX_MS = to_ms(datetime.max.replace(tzinfo=timezone.utc))
 # From here on croniter's or ephem's search may step past year 9999 and fail.
-_LATE_MS = (datetime(9900, 1, 1, tzinfo=timezone.utc) - _EPOCH) // _MS
-
-
-def to_ms(dt: datetime) -> int:
-    """Milliseconds since the Unix epoch of an aware datetime (floored)."""
-    if dt.utcoffset() is None:
-        raise ValueError(f"expected a timezone-aware datetime, got naive {dt}")
-    return (dt - _EPOCH) // _MS
-
-
-#: The latest time redisbeat stores (9999-12-31T23:59:59.999Z, Python's last datetime). A
-#: score or time in Redis outside 0..MAX_MS was not written by redisbeat.
-MAX_MS = 253_402_300_799_999
-
-
-def valid_ms(ms: object) -> TypeGuard[float]:
-    """True for a time redisbeat could have written: ms since the epoch, up to MAX_MS."""
-    return isinstance(ms, (int, float)) and not isinstance(ms, bool) and 0 <= ms <= MAX_MS
-
-
-def from_ms(ms: int) -> datetime:
-    """The aware UTC datetime ``ms`` milliseconds after the Unix epoch."""
-    return _EPOCH + timedelta(milliseconds=ms)
+_LATE_MS = to_ms(datetime(9900, 1, 1, tzinfo=timezone.utc))
 
 
 def next_due_ms(
@@ -190,7 +159,7 @@ def _next_other(schedule: Schedule, after_ms: int) -> int | None:
         at_ms = to_ms(schedule.at)
         return at_ms if at_ms > after_ms else None
     if isinstance(schedule, Solar):
-        return _next_solar(schedule, after_ms)
+        return next_solar(schedule, after_ms)
     raise TypeError(f"not a schedule: {schedule!r}")
 
 
@@ -273,64 +242,3 @@ def _next_wall_clock(schedule: Crontab | Cron, after_ms: int, zone: tzinfo) -> i
                 return due_ms
     except CroniterBadDateError:  # nothing within croniter's 50-year search window
         return None
-
-
-@lru_cache(maxsize=256)
-def _celery_solar(schedule: Solar) -> Any:
-    return celery_schedules.solar(schedule.event, schedule.lat, schedule.lon)  # type: ignore[arg-type]
-
-
-def _next_solar(schedule: Solar, after_ms: int) -> int | None:
-    ephem: Any = importlib.import_module("ephem")  # optional dependency, untyped
-    proto = _celery_solar(schedule)
-    if abs(schedule.lat) >= _POLAR_LAT and proto.method in _CROSSINGS:
-        return _next_crossing(ephem, proto, after_ms)
-    observer = proto.cal.copy()  # observers are mutable: one per call, for threads
-    observer.date = _EPOCH_NAIVE + timedelta(milliseconds=after_ms)
-    kwargs = {"use_center": True} if proto.use_center else {}
-    sun = ephem.Sun()
-    start = observer.date
-    for _ in range(_SOLAR_SEARCH_DAYS):
-        try:
-            event = getattr(observer, proto.method)(sun, start=start, **kwargs)
-        except ephem.CircumpolarError:  # no such event that day: try the next one
-            start = observer.next_antitransit(sun, start=start)
-            continue
-        due_ms = to_ms(event.datetime().replace(tzinfo=timezone.utc))
-        if due_ms > after_ms:
-            return due_ms
-        start = ephem.Date(event + ephem.second)
-    if proto.method in _CROSSINGS:
-        # Where the sun crosses the horizon slowly, ephem's day-by-day search can miss it.
-        return _next_crossing(ephem, proto, after_ms)
-    return None
-
-
-def _next_crossing(ephem: Any, proto: Any, after_ms: int) -> int | None:
-    """The first instant after ``after_ms`` the sun crosses the event's horizon its way.
-
-    Samples the sun's height hourly for a year, then bisects the first crossing to the
-    millisecond: the upper limb (the centre when the event says so) against the horizon,
-    as ephem's rising and setting use them. Near a pole that is once a year.
-    """
-    observer = proto.cal.copy()
-    sun = ephem.Sun()
-    rising = proto.method == "next_rising"
-
-    def above(ms: int) -> bool:
-        observer.date = _EPOCH_NAIVE + timedelta(milliseconds=ms)
-        sun.compute(observer)
-        limb = 0.0 if proto.use_center else sun.radius
-        return bool(sun.alt + limb >= observer.horizon)
-
-    lo, was_above = after_ms, above(after_ms)
-    for _ in range(_SOLAR_SEARCH_DAYS * 24):
-        hi = lo + _HOUR_MS
-        is_above = above(hi)
-        if is_above != was_above and is_above == rising:
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                lo, hi = (lo, mid) if above(mid) == rising else (mid, hi)
-            return hi
-        lo, was_above = hi, is_above
-    return None

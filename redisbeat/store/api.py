@@ -15,8 +15,8 @@ from typing import Any, cast
 
 from ..config import Config
 from ..errors import CorruptEntry, EntryNotFound, OwnershipError, RedisBeatError
+from ..schedule.clock import MAX_MS, valid_ms
 from ..schedule.entry import Entry
-from ..schedule.timing import MAX_MS, valid_ms
 from .beats import BeatCalls
 from .changes import ChangeFeed
 from .errors import translated

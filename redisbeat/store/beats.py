@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from ..errors import CorruptEntry
+from ..schedule.clock import from_ms
 from ..schedule.entry import Entry
-from ..schedule.timing import from_ms
 from .base import StoreBase
 from .errors import translated
 from .records import ClaimBatch, ConfigMarker, FinishResult, Heartbeat, Outcome, text_or_none

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from ..schedule.timing import from_ms, valid_ms
+from ..schedule.clock import from_ms, valid_ms
 
 Action = Literal["sent", "skipped", "failed", "release"]
 

@@ -20,7 +20,7 @@ import redis
 from redis.exceptions import NoScriptError
 
 from ..errors import EntryNotFound
-from ..schedule.timing import MAX_MS
+from ..schedule.clock import MAX_MS
 from .keys import Keys
 from .records import ClaimBatch, FinishResult, Heartbeat, Outcome, wire
 from .replication import Replicas

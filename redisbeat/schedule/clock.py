@@ -1,0 +1,36 @@
+"""Milliseconds since the Unix epoch: the one unit of time redisbeat stores and compares.
+
+Redis scores and the Lua scripts count integer milliseconds; these convert at the edge.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import TypeGuard
+
+__all__ = ["MAX_MS", "from_ms", "to_ms", "valid_ms"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MS = timedelta(milliseconds=1)
+
+
+def to_ms(dt: datetime) -> int:
+    """Milliseconds since the Unix epoch of an aware datetime (floored)."""
+    if dt.utcoffset() is None:
+        raise ValueError(f"expected a timezone-aware datetime, got naive {dt}")
+    return (dt - _EPOCH) // _MS
+
+
+#: The latest time redisbeat stores (9999-12-31T23:59:59.999Z, Python's last datetime). A
+#: score or time in Redis outside 0..MAX_MS was not written by redisbeat.
+MAX_MS = 253_402_300_799_999
+
+
+def valid_ms(ms: object) -> TypeGuard[float]:
+    """True for a time redisbeat could have written: ms since the epoch, up to MAX_MS."""
+    return isinstance(ms, (int, float)) and not isinstance(ms, bool) and 0 <= ms <= MAX_MS
+
+
+def from_ms(ms: int) -> datetime:
+    """The aware UTC datetime ``ms`` milliseconds after the Unix epoch."""
+    return _EPOCH + timedelta(milliseconds=ms)

@@ -1,0 +1,79 @@
+"""The JSON form of a schedule: the flat dict stored in Redis, read back strictly.
+
+``from_json`` names the field that is wrong (missing, unknown, wrong type), so a corrupt
+definition in Redis is quarantined with a reason instead of crashing a beat.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from typing import Any
+
+from ..errors import InvalidSchedule
+from .cron import CRONTAB_FIELDS
+from .kinds import Clocked, Cron, Crontab, Interval, Schedule, Solar
+
+__all__ = ["from_json", "to_json"]
+
+_KINDS = {cls: cls.__name__.lower() for cls in (Interval, Crontab, Cron, Clocked, Solar)}
+_CLASSES = {kind: cls for cls, kind in _KINDS.items()}
+_NUMBER = (int, float)
+_ZONE = (str, type(None))
+# The JSON types each kind's fields must have; every field is required.
+_FIELD_TYPES: dict[str, dict[str, tuple[type, ...]]] = {
+    "interval": {"every": _NUMBER, "relative": (bool,)},
+    "crontab": {**{name: (str,) for name in CRONTAB_FIELDS}, "tz": _ZONE},
+    "cron": {"expr": (str,), "tz": _ZONE},
+    "clocked": {"at": (str,)},
+    "solar": {"event": (str,), "lat": _NUMBER, "lon": _NUMBER},
+}
+
+
+def to_json(schedule: Schedule) -> dict[str, Any]:
+    """The flat JSON dict for a schedule: ``{"kind": ..., <fields>}``."""
+    kind = _KINDS.get(type(schedule))
+    if kind is None:
+        raise InvalidSchedule("schedule", f"unsupported schedule type {type(schedule).__name__}")
+    data: dict[str, Any] = {"kind": kind}
+    for field in dataclasses.fields(schedule):
+        value = getattr(schedule, field.name)
+        data[field.name] = value.isoformat() if isinstance(value, datetime) else value
+    return data
+
+
+def _parse_at(text: str) -> datetime:
+    # Python 3.10's fromisoformat does not read a trailing "Z".
+    iso = text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text
+    try:
+        return datetime.fromisoformat(iso)
+    except ValueError:
+        raise InvalidSchedule("schedule.at", f"not an ISO 8601 datetime: {text!r}") from None
+
+
+def from_json(data: Any) -> Schedule:
+    """Build a schedule from its JSON dict; anything malformed raises InvalidSchedule."""
+    if not isinstance(data, dict):
+        raise InvalidSchedule("schedule", f"expected a JSON object, got {type(data).__name__}")
+    kind = data.get("kind")
+    if not isinstance(kind, str) or kind not in _FIELD_TYPES:
+        raise InvalidSchedule(
+            "schedule.kind", f"unknown kind {kind!r}; expected one of {sorted(_FIELD_TYPES)}"
+        )
+    types = _FIELD_TYPES[kind]
+    for key in data:
+        if key != "kind" and key not in types:
+            raise InvalidSchedule(f"schedule.{key}", f"unknown field for kind {kind!r}")
+    values: dict[str, Any] = {}
+    for name, allowed in types.items():
+        if name not in data:
+            raise InvalidSchedule(f"schedule.{name}", f"missing (required for kind {kind!r})")
+        value = data[name]
+        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+            names = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
+            raise InvalidSchedule(f"schedule.{name}", f"must be {names}, got {value!r}")
+        values[name] = value
+    if kind == "clocked":
+        values["at"] = _parse_at(values["at"])
+    schedule: Schedule = _CLASSES[kind](**values)
+    return schedule
