@@ -96,8 +96,7 @@ def test_a_batch_sent_for_longer_than_its_lease_is_renewed_and_never_taken_over(
         release.wait(10)  # a broker that takes 3 s for the first message
         original(entry, task_id, due_ms, now_ms)
 
-    d = dispatcher(store, slow, lease_seconds=1.0)
-    d.publish = publish
+    d = dispatcher(store, publish, lease_seconds=1.0)
     sender = threading.Thread(target=d.tick)
     sender.start()
     wait_until(lambda: client.hlen(store.keys.inflight) == 3, 5, "the slow beat to claim")
