@@ -23,8 +23,8 @@ from redisbeat import Entry, Interval, ScheduleStore, occurrence_id
 from redisbeat.beat.loop import Dispatcher
 from redisbeat.beat.scheduler import RedisScheduler
 from redisbeat.config import Config
-from redisbeat.messages import TaskMessages
-from redisbeat.publisher import Publisher, message_options
+from redisbeat.sending import Publisher, message_options
+from redisbeat.sending.template import TaskMessages
 
 BROKER_DB = 3
 BEAT = "host:1:beat"
@@ -166,7 +166,7 @@ def test_a_batched_message_is_the_one_celerys_apply_async_sends(app, producer, b
     # The first occurrence is built step by step; later ones reuse what it worked out.
     for due in (1_800_000_000_000, 1_800_000_060_000, 1_800_000_120_000):
         task_id = occurrence_id("p", entry.name, due)
-        publisher(entry, task_id, due, due + 5)
+        publisher.send(entry, task_id, due, due + 5)
         assert publisher.flush() == {}
         [batched] = take_messages(broker)
         send_like_celery(app, producer, entry, task_id, due)
@@ -194,7 +194,7 @@ def test_the_messages_of_a_batch_reach_the_broker_together_when_it_is_flushed(
     publisher = Publisher(app, lambda: producer, BEAT, 100)
     entries = [Entry(f"e{i}", "t.plain", Interval(60)) for i in range(50)]
     for i, entry in enumerate(entries):
-        publisher(entry, f"id-{i}", 1000 + i, 2000)
+        publisher.send(entry, f"id-{i}", 1000 + i, 2000)
     assert broker.llen("celery") == 0
     assert publisher.flush() == {}
     assert [m["headers"]["id"] for m in take_messages(broker)] == [f"id-{i}" for i in range(50)]
@@ -203,11 +203,11 @@ def test_the_messages_of_a_batch_reach_the_broker_together_when_it_is_flushed(
 @needs_batches
 def test_a_batch_is_one_round_trip_to_the_broker(app, producer, broker, redis_server):
     publisher = Publisher(app, lambda: producer, BEAT, 100)
-    publisher(Entry("warm", "t.plain", Interval(60)), "warm", 1, 2)  # connects, declares
+    publisher.send(Entry("warm", "t.plain", Interval(60)), "warm", 1, 2)  # connects, declares
     publisher.flush()
     before = _commands(redis_server)
     for i in range(30):
-        publisher(Entry(f"e{i}", "t.plain", Interval(60)), f"id-{i}", 1000 + i, 2000)
+        publisher.send(Entry(f"e{i}", "t.plain", Interval(60)), f"id-{i}", 1000 + i, 2000)
     publisher.flush()
     after = _commands(redis_server)
     assert after.get("cmdstat_lpush", 0) - before.get("cmdstat_lpush", 0) == 30
@@ -232,7 +232,7 @@ def test_after_task_publish_fires_once_the_message_is_on_the_broker(app, produce
     try:
         publisher = Publisher(app, lambda: producer, BEAT, 100)
         for i in range(3):
-            publisher(Entry(f"e{i}", "t.plain", Interval(60)), f"id-{i}", 1000, 2000)
+            publisher.send(Entry(f"e{i}", "t.plain", Interval(60)), f"id-{i}", 1000, 2000)
         assert seen == []
         publisher.flush()
     finally:
@@ -243,7 +243,7 @@ def test_after_task_publish_fires_once_the_message_is_on_the_broker(app, produce
 def test_a_before_task_publish_receiver_sees_and_changes_every_message(app, producer, broker):
     entry = Entry("e", "t.plain", Interval(60), kwargs={"n": 1})
     publisher = Publisher(app, lambda: producer, BEAT, 100)
-    publisher(entry, "id-0", 1000, 1000)  # the first message, before any receiver
+    publisher.send(entry, "id-0", 1000, 1000)  # the first message, before any receiver
     publisher.flush()
 
     def before(headers: dict[str, Any], body: Any, **kwargs: Any) -> None:
@@ -253,7 +253,7 @@ def test_a_before_task_publish_receiver_sees_and_changes_every_message(app, prod
     before_task_publish.connect(before, weak=False)
     try:
         for due in (2000, 3000):
-            publisher(entry, f"id-{due}", due, due)
+            publisher.send(entry, f"id-{due}", due, due)
             publisher.flush()
     finally:
         before_task_publish.disconnect(before)
@@ -271,7 +271,7 @@ def test_a_router_function_is_asked_for_every_message(app, producer, broker):
     publisher = Publisher(app, lambda: producer, BEAT, 100)
     entry = Entry("e", "t.plain", Interval(60))
     for due in (1000, 2000, 3000):
-        publisher(entry, f"id-{due}", due, due)
+        publisher.send(entry, f"id-{due}", due, due)
         publisher.flush()
     assert [m["queue"] for m in take_messages(broker)] == ["q1", "q2", "q3"]
 
@@ -285,7 +285,7 @@ def test_what_a_message_depends_on_is_worked_out_once_per_task_arguments_and_opt
     other = Entry("other", "t.plain", Interval(60), args=(2,))
     for due in (1000, 2000):
         for e in (entry, twin, other):
-            publisher(e, f"{e.name}-{due}", due, due)
+            publisher.send(e, f"{e.name}-{due}", due, due)
         publisher.flush()
     template = publisher._template(entry)
     assert template.first is not None and template.reprs and template.bodies
@@ -304,8 +304,8 @@ def test_what_a_message_depends_on_is_worked_out_once_per_task_arguments_and_opt
 
 def test_an_occurrence_celery_refuses_is_reported_alone_with_the_reason(app, producer, broker):
     publisher = Publisher(app, lambda: producer, BEAT, 100)
-    publisher(Entry("ok", "t.plain", Interval(60)), "ok", 1000, 2000)
-    publisher(Entry("bad", "t.typed", Interval(60)), "bad", 1000, 2000)  # x is missing
+    publisher.send(Entry("ok", "t.plain", Interval(60)), "ok", 1000, 2000)
+    publisher.send(Entry("bad", "t.typed", Interval(60)), "bad", 1000, 2000)  # x is missing
     refused = publisher.flush()
     assert list(refused) == ["bad"]
     assert refused["bad"] is not None and refused["bad"].startswith("TypeError: ")
@@ -432,12 +432,12 @@ def test_an_entry_of_the_same_task_and_options_starts_from_anothers_first_messag
     publisher = Publisher(app, lambda: producer, BEAT, 100)
     sibling = replace(entry, name=f"{entry.name} 2", args=(2, "b" * 2000), kwargs={"x": [None]})
     due = 1_800_000_000_000
-    publisher(entry, "first", due, due + 5)
+    publisher.send(entry, "first", due, due + 5)
     publisher.flush()
     take_messages(broker)
     adopted = publisher._template(sibling)
     assert adopted.first is not None, "made from the first entry's message, not built anew"
-    publisher(sibling, "second", due, due + 5)
+    publisher.send(sibling, "second", due, due + 5)
     assert publisher.flush() == {}
     [batched] = take_messages(broker)
     send_like_celery(app, producer, sibling, "second", due)
@@ -495,7 +495,7 @@ def test_what_the_batched_path_cannot_build_goes_out_by_apply_async_with_one_war
     entry = Entry("e", "t.plain", Interval(60), args=(1,))
     with caplog.at_level(logging.WARNING, logger="redisbeat"):
         for due in (1000, 2000):
-            publisher(entry, f"id-{due}", due, due)
+            publisher.send(entry, f"id-{due}", due, due)
             assert publisher.flush() == {}
     sent = take_messages(broker)
     assert [m["headers"]["id"] for m in sent] == ["id-1000", "id-2000"]

@@ -18,9 +18,9 @@ from typing import Any
 from celery.beat import Scheduler
 
 from ..config import Config
-from ..publisher import Publisher
 from ..schedule.entry import Entry
 from ..schedule.from_celery import config_entries
+from ..sending import Publisher
 from ..store import ScheduleStore
 from .deploys import BeatSchedule
 from .loop import Dispatcher, make_beat_id

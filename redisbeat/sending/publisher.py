@@ -1,9 +1,10 @@
 """Publisher: a beat's batch of occurrences, sent as Celery messages through one producer.
 
-Each call buffers one occurrence's message in kombu's ``Producer.batch()`` (one pipeline on a
-Redis broker); :meth:`Publisher.flush` sends the batch in one round trip, then fires
-``after_task_publish`` for each message, as Celery does once a message is on the broker.
-Messages are built by :mod:`redisbeat.messages`; what it does not model goes by
+Each :meth:`Publisher.send` buffers one occurrence's message in kombu's ``Producer.batch()``
+(one pipeline on a Redis broker); :meth:`Publisher.flush` sends the batch in one round trip,
+then fires ``after_task_publish`` for each message, as Celery does once a message is on the
+broker.
+Messages are built by :mod:`redisbeat.sending.template`; what it does not model goes by
 ``apply_async``, one message at a time, when the batch is flushed.
 """
 
@@ -17,12 +18,12 @@ from typing import Any
 
 from kombu.exceptions import OperationalError, SerializationError
 
-from .errors import MessageRefused
-from .messages import TaskMessages, Template
-from .schedule.cache import LRU
-from .schedule.entry import Entry
-from .schedule.timing import from_ms
-from .sending import Published
+from ..errors import MessageRefused
+from ..schedule.cache import LRU
+from ..schedule.entry import Entry
+from ..schedule.timing import from_ms
+from .template import TaskMessages, Template
+from .wire import Published
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ def message_options(entry: Entry, due_ms: int, now_ms: int, beat_id: str) -> dic
 
 
 class Publisher:
-    """Sends occurrences as Celery task messages: a call buffers one, ``flush`` sends them.
+    """Sends occurrences as Celery task messages: ``send`` buffers one, ``flush`` sends them.
 
     ``producer`` returns the producer to send with (the scheduler's, which Celery may
     replace); ``cache_size`` bounds the entries whose fixed parts are kept.
@@ -92,7 +93,7 @@ class Publisher:
         #: Tasks whose messages the batched path could not build (warned about once each).
         self._fell_back: set[str] = set()
 
-    def __call__(self, entry: Entry, task_id: str, due_ms: int, now_ms: int) -> None:
+    def send(self, entry: Entry, task_id: str, due_ms: int, now_ms: int) -> None:
         """Buffer one occurrence; an error raised here means it will not be sent:
         :class:`MessageRefused` when the entry is the cause, the broker's error otherwise.
         What the batched path cannot build is sent by ``apply_async`` at :meth:`flush`."""
@@ -114,8 +115,6 @@ class Publisher:
             self._deferred.append((entry, task_id, options))
         else:
             self._published.append(published)
-
-    send = __call__
 
     def flush(self) -> dict[str, str | None]:
         """Send what is buffered; return the task ids of those not sent, each with None

@@ -10,18 +10,14 @@ later messages of the same entry are made.
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
-from importlib.metadata import version
 from typing import Any
 
 from celery import signals
 from kombu import serialization
 from kombu.common import Broadcast
 
-#: kombu 5.5 declares a message's queue with the publish's retry policy; earlier releases
-#: declare it without retrying (and cannot retry the declaration of an unbound queue).
-DECLARE_WITH_RETRY = tuple(int(n) for n in version("kombu").split(".")[:2]) >= (5, 5)
+from .celery_internals import DECLARE_WITH_RETRY, timeouts_apart
 
 
 @dataclass(frozen=True)
@@ -40,7 +36,6 @@ class Defaults:
 
     @classmethod
     def of(cls, conf: Any, amqp: Any) -> Defaults:
-        parameters = inspect.signature(amqp.send_task_message).parameters
         return cls(
             retry=conf.task_publish_retry,
             policy=conf.task_publish_retry_policy,
@@ -48,7 +43,7 @@ class Defaults:
             routing_key=conf.task_default_routing_key,
             serializer=conf.task_serializer,
             compression=conf.task_compression,
-            timeouts="confirm_timeout" in parameters,
+            timeouts=timeouts_apart(amqp),
         )
 
 
@@ -92,6 +87,39 @@ class First:
     task_expires: Any = None
 
 
+@dataclass
+class Route:
+    """A message's options as ``AMQP.send_task_message`` resolves them: where it goes and
+    how the producer publishes it."""
+
+    exchange: Any
+    routing_key: Any
+    declare: list[Any] | None
+    retry: bool
+    policy: dict[str, Any]
+    delivery_mode: Any
+    compression: str | None
+    serializer: str
+    timeouts: dict[str, float | None]
+
+    def publish_arguments(self, defaults: Defaults, properties: dict[str, Any]) -> dict[str, Any]:
+        """``Producer.publish``'s keyword arguments; the timeouts are among them or added to
+        the message's properties, by Celery release (see :attr:`Defaults.timeouts`)."""
+        publish = {
+            "exchange": self.exchange,
+            "routing_key": self.routing_key,
+            "compression": self.compression,
+            "retry": self.retry,
+            "retry_policy": self.policy,
+            "delivery_mode": self.delivery_mode,
+        }
+        if defaults.timeouts:
+            publish.update(self.timeouts)
+        else:
+            properties.update((k, v) for k, v in self.timeouts.items() if v is not None)
+        return publish
+
+
 def send_task_message(
     amqp: Any,
     defaults: Defaults,
@@ -103,6 +131,47 @@ def send_task_message(
     retry_allowed: bool,
     declared: dict[int, Any],
     bodies: dict[str, tuple[str, str, Any]],
+    **options: Any,
+) -> tuple[Published, First]:
+    """``AMQP.send_task_message(producer, name, message, **options)``, step for step:
+    ``retry_allowed`` False publishes without retrying (the producer buffers: there is no
+    I/O to retry); ``declared`` holds what was declared through this producer; ``bodies``
+    keeps the entry's serialised bodies by serializer."""
+    headers, properties, body, _ = message
+    celery_headers = dict(headers)
+    r = route(amqp, defaults, headers, properties, **options)
+    signals.before_task_publish.send(
+        sender=name,
+        body=body,
+        exchange=r.exchange,
+        routing_key=r.routing_key,
+        declare=r.declare,
+        headers=headers,
+        properties=properties,
+        retry_policy=r.policy,
+    )
+    publish = r.publish_arguments(defaults, properties)
+    declare_once(producer, r.declare or (), publish, declared)
+    content = serialised(bodies, body, r.serializer)
+    producer.publish(
+        content[2],
+        content_type=content[0],
+        content_encoding=content[1],
+        headers=headers,
+        **{**publish, "retry": r.retry and retry_allowed},
+        **properties,
+    )
+    declare = list(r.declare or ())
+    first = First(celery_headers, dict(properties), publish, declare, body, content, r.serializer)
+    return Published(task_id, name, body, headers, r.exchange, r.routing_key), first
+
+
+def route(
+    amqp: Any,
+    defaults: Defaults,
+    message_headers: dict[str, Any],
+    properties: dict[str, Any],
+    *,
     queue: Any = None,
     exchange: Any = None,
     routing_key: Any = None,
@@ -118,19 +187,41 @@ def send_task_message(
     timeout: float | None = None,
     confirm_timeout: float | None = None,
     **kwargs: Any,
-) -> tuple[Published, First]:
-    """``AMQP.send_task_message(producer, name, message, **options)``, step for step.
-
-    ``retry_allowed`` False publishes without retrying (the producer buffers: there is no
-    I/O to retry); ``declared`` holds what was declared through this producer; ``bodies``
-    keeps the entry's serialised bodies by serializer.
-    """
-    headers2, properties, body, _ = message
-    celery_headers = dict(headers2)
+) -> Route:
+    """The options of ``AMQP.send_task_message`` resolved; its ``headers`` option and any
+    option it does not know (a message property) are merged into the message, as there."""
     if headers:
-        headers2.update(headers)
+        message_headers.update(headers)
     if kwargs:
         properties.update(kwargs)
+    queue, exchange, routing_key, delivery_mode = _destination(
+        amqp, defaults, queue, exchange, routing_key, exchange_type, delivery_mode
+    )
+    if declare is None and queue and not isinstance(queue, Broadcast):
+        declare = [queue]
+    return Route(
+        exchange,
+        routing_key,
+        declare,
+        retry=defaults.retry if retry is None else retry,
+        policy=dict(defaults.policy, **(retry_policy or {})),
+        delivery_mode=delivery_mode,
+        compression=compression or defaults.compression,
+        serializer=serializer or defaults.serializer,
+        timeouts={"timeout": timeout, "confirm_timeout": confirm_timeout},
+    )
+
+
+def _destination(
+    amqp: Any,
+    defaults: Defaults,
+    queue: Any,
+    exchange: Any,
+    routing_key: Any,
+    exchange_type: str | None,
+    delivery_mode: Any,
+) -> tuple[Any, Any, Any, Any]:
+    """The queue, exchange, routing key and delivery mode, as Celery works them out."""
     qname = queue
     if queue is None and exchange is None:
         queue = amqp.default_queue
@@ -149,48 +240,7 @@ def send_task_message(
     elif exchange is None:
         exchange = queue.exchange.name or amqp.default_exchange
         routing_key = routing_key or queue.routing_key or defaults.routing_key
-    if declare is None and queue and not isinstance(queue, Broadcast):
-        declare = [queue]
-    retry = defaults.retry if retry is None else retry
-    policy = dict(defaults.policy, **(retry_policy or {}))
-    signals.before_task_publish.send(
-        sender=name,
-        body=body,
-        exchange=exchange,
-        routing_key=routing_key,
-        declare=declare,
-        headers=headers2,
-        properties=properties,
-        retry_policy=policy,
-    )
-    publish = {
-        "exchange": exchange,
-        "routing_key": routing_key,
-        "compression": compression or defaults.compression,
-        "retry": retry,
-        "retry_policy": policy,
-        "delivery_mode": delivery_mode,
-    }
-    timeouts = {"timeout": timeout, "confirm_timeout": confirm_timeout}
-    if defaults.timeouts:
-        publish.update(timeouts)
-    else:
-        properties.update((k, v) for k, v in timeouts.items() if v is not None)
-    declare_once(producer, declare or (), publish, declared)
-    serializer = serializer or defaults.serializer
-    content = serialised(bodies, body, serializer)
-    producer.publish(
-        content[2],
-        content_type=content[0],
-        content_encoding=content[1],
-        headers=headers2,
-        **{**publish, "retry": retry and retry_allowed},
-        **properties,
-    )
-    first = First(
-        celery_headers, dict(properties), publish, list(declare or ()), body, content, serializer
-    )
-    return Published(task_id, name, body, headers2, exchange, routing_key), first
+    return queue, exchange, routing_key, delivery_mode
 
 
 def declare_once(

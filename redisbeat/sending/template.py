@@ -3,14 +3,13 @@
 ``apply_async`` -> ``Celery.send_task`` -> ``AMQP.send_task_message`` work out, for every
 message, parts that are the same for every occurrence of an entry. :class:`TaskMessages`
 follows the same steps in the same order, with the same signals, options and headers, for an
-entry's first message, and keeps what it worked out in a :class:`Template`. While nothing can
-make them differ (no ``before_task_publish`` receiver, routes that depend on the task name
-only), later messages of the entry are that first one with their task id, due time and
-expiry put in (:mod:`redisbeat.sending` hands each to the producer), and the first message
-of another entry with the same task and options is made from it, with that entry's
-arguments, their reprs and its body (:meth:`TaskMessages.adopt`). It only handles what
-it models; anything else (an eager app, sent events, a task class with its own
-``apply_async``, options such as ``countdown`` or ``link``) is left to ``apply_async``.
+entry's first message (:mod:`.wire` hands it to the producer) and keeps it in a
+:class:`Template`. While nothing can make them differ (no ``before_task_publish`` receiver,
+routes by task name only), later messages are that first one with their task id, due time
+and expiry put in, and another entry of the same task and options starts from it with its
+own arguments, their reprs and body (:meth:`TaskMessages.adopt`). Anything else (an eager
+app, sent events, a task class with its own ``apply_async``, options such as ``countdown``
+or ``link``) is left to ``apply_async``.
 """
 
 from __future__ import annotations
@@ -20,15 +19,15 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-import celery
 from celery import Celery, signals
 from celery.app.amqp import AMQP
 from celery.app.routes import MapRoute
 from celery.app.task import Task
 from celery.utils.saferepr import saferepr
 
-from .schedule.entry import Entry
-from .sending import Defaults, First, Published, declare_once, send_task_message, serialised
+from ..schedule.entry import Entry
+from . import celery_internals as internals
+from .wire import Defaults, First, Published, declare_once, send_task_message, serialised
 
 #: Entry options handled here as Celery handles them; any other goes by ``apply_async``.
 BATCH_OPTIONS = frozenset(
@@ -53,11 +52,6 @@ BATCH_OPTIONS = frozenset(
         "immediate",
     }
 )
-
-
-#: What ``Celery.send_task`` sends as ``ignore_result`` when neither an option nor the task
-#: says: False up to Celery 5.6, None since 5.7.
-SEND_TASK_IGNORE_RESULT = None if tuple(celery.VERSION[:2]) >= (5, 7) else False
 
 
 @dataclass
@@ -103,7 +97,7 @@ class TaskMessages:
         modelled = (
             self.modelled
             and BATCH_OPTIONS.issuperset(entry.options)
-            and _plain_task(task, args, kwargs)
+            and internals.plain_task(task, args, kwargs)
         )
         return Template(entry.task, task, args, kwargs, entry.options, modelled)
 
@@ -158,36 +152,65 @@ class TaskMessages:
         retry: bool,
         declared: dict[int, Any],
     ) -> Published | None:
-        app = self.app
-        args, kwargs, task, name = t.args, t.kwargs, t.task, t.name
+        """A message built step by step; the template keeps it for the entry's later ones
+        when nothing but their id, due time and expiry can make them differ."""
+        kwargs = t.kwargs
         if signals.before_task_publish.receivers:
             kwargs = dict(kwargs)  # receivers may change the body: the template's stays
-        exec_options = task._get_exec_options() if task is not None else {}
+        exec_options = internals.exec_options(t.task) if t.task is not None else {}
         expires = options.get("expires", exec_options.get("expires"))
         seconds = None if expires is None else self._expiration(expires)
         if expires is not None and seconds is None:
             return None  # checked first: apply_async will ask the task and routes again
-        # Task.apply_async (a task sent by name skips it, as app.send_task does)
-        shadow = options.pop("shadow", None)
-        if task is not None:
-            shadow = shadow or task.shadow_name(args, kwargs, options)
-            options = dict(exec_options, **options)
-            options.setdefault("ignore_result", task.ignore_result)
-        # Celery.send_task
+        shadow, options = _task_options(t, kwargs, options, exec_options)
+        message, options, ignore_result = self._create(
+            t, task_id, kwargs, options, shadow, expires, seconds
+        )
+        if not ignore_result:
+            self.app.backend.on_task_call(producer, task_id)
+        published, first = send_task_message(
+            self.amqp,
+            self.defaults,
+            producer,
+            t.name,
+            task_id,
+            message,
+            retry_allowed=retry,
+            declared=declared,
+            bodies=t.bodies,
+            **options,
+        )
+        if t.first is None and self._reusable(t, shadow, expires, message):
+            first.ignore_result = ignore_result
+            first.task_expires = None if "expires" in t.options else expires
+            t.first = first
+        return published
+
+    def _create(
+        self,
+        t: Template,
+        task_id: str,
+        kwargs: dict[str, Any],
+        options: dict[str, Any],
+        shadow: Any,
+        expires: Any,
+        seconds: float | None,
+    ) -> tuple[Any, dict[str, Any], Any]:
+        """``Celery.send_task``'s part: the message, the options left, ``ignore_result``."""
         time_limit = options.pop("time_limit", None)
         soft_time_limit = options.pop("soft_time_limit", None)
         options.pop("expires", None)
-        ignore_result = options.pop("ignore_result", SEND_TASK_IGNORE_RESULT)
-        options = self.amqp.router.route(options, name, args, kwargs, task)
+        ignore_result = options.pop("ignore_result", internals.SEND_TASK_IGNORE_RESULT)
+        options = self.amqp.router.route(options, t.name, t.args, kwargs, t.task)
         if seconds is not None:
             options["expiration"] = seconds
         message = self.amqp.create_task_message(
             task_id,
-            name,
-            args,
+            t.name,
+            t.args,
             kwargs,
             expires=expires,
-            reply_to=app.thread_oid,
+            reply_to=internals.reply_to(self.app),
             time_limit=time_limit,
             soft_time_limit=soft_time_limit,
             shadow=shadow,
@@ -200,33 +223,20 @@ class TaskMessages:
             t.reprs = {k: headers[k] for k in ("argsrepr", "kwargsrepr") if k in headers}
         for stamp in options.pop("stamped_headers", None) or ():
             options.pop(stamp)
-        if not ignore_result:
-            app.backend.on_task_call(producer, task_id)
-        published, first = send_task_message(
-            self.amqp,
-            self.defaults,
-            producer,
-            name,
-            task_id,
-            message,
-            retry_allowed=retry,
-            declared=declared,
-            bodies=t.bodies,
-            **options,
-        )
-        if (
-            t.first is None
-            and shadow is None
-            and (task is None or type(task).shadow_name is Task.shadow_name)
+        return message, options, ignore_result
+
+    def _reusable(self, t: Template, shadow: Any, expires: Any, message: Any) -> bool:
+        """True when the entry's later messages can be its first one with their id, due time
+        and expiry put in: nothing else about them depends on the occurrence (every route
+        depends on the task name alone: task_routes mappings)."""
+        return (
+            shadow is None
+            and (t.task is None or type(t.task).shadow_name is Task.shadow_name)
             and (expires is None or isinstance(expires, datetime))
-            and self._name_routes_only()
+            and all(isinstance(route, MapRoute) for route in self.amqp.router.routes)
             and isinstance(message.body, tuple)
             and not signals.before_task_publish.receivers
-        ):
-            first.ignore_result = ignore_result
-            first.task_expires = None if "expires" in t.options else expires
-            t.first = first
-        return published
+        )
 
     def _again(
         self,
@@ -267,10 +277,6 @@ class TaskMessages:
         exchange, routing_key = publish["exchange"], publish["routing_key"]
         return Published(task_id, t.name, first.body, headers, exchange, routing_key)
 
-    def _name_routes_only(self) -> bool:
-        """True when every route depends on the task name alone (task_routes mappings)."""
-        return all(isinstance(route, MapRoute) for route in self.amqp.router.routes)
-
     def _expiration(self, expires: Any) -> float | None:
         """The message's time to live in seconds, as Celery.send_task works it out; None
         for what only it handles (an ISO string; a past expiry, which it warns about)."""
@@ -283,25 +289,15 @@ class TaskMessages:
         return seconds if seconds >= 0 else None
 
 
-def _plain_task(task: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """True when ``task.apply_async`` is Celery's own and accepts these arguments."""
-    if task is None:
-        return True  # sent by name
-    # Private names are read defensively: a Celery release that lacks one (Celery 5.3 and 5.4
-    # have no pydantic support) sends the same message, and one that changed more is left
-    # to apply_async by the publisher.
-    if (
-        type(task).apply_async is not Task.apply_async
-        or getattr(task, "__v2_compat__", False)
-        or getattr(task, "_dump_pydantic_arguments", None) is not None
-        or (task.soft_time_limit and task.time_limit and task.soft_time_limit > task.time_limit)
-    ):
-        return False
-    if task.typing:
-        check = getattr(task, "__header__", None)
-        if check is not None:
-            try:
-                check(*args, **kwargs)
-            except TypeError:
-                return False  # apply_async raises it, for every occurrence
-    return True
+def _task_options(
+    t: Template, kwargs: dict[str, Any], options: dict[str, Any], exec_options: dict[str, Any]
+) -> tuple[Any, dict[str, Any]]:
+    """``Task.apply_async``'s part: the shadow name and the task's own options under the
+    entry's (a task sent by name skips it, as ``app.send_task`` does)."""
+    task = t.task
+    shadow = options.pop("shadow", None)
+    if task is not None:
+        shadow = shadow or task.shadow_name(t.args, kwargs, options)
+        options = dict(exec_options, **options)
+        options.setdefault("ignore_result", task.ignore_result)
+    return shadow, options

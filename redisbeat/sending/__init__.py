@@ -1,0 +1,14 @@
+"""Building and publishing Celery task messages: one interface, :class:`Publisher`.
+
+``Publisher.send`` buffers an occurrence's message and ``Publisher.flush`` sends the batch.
+Messages are built without ``apply_async``'s repeated work where Celery's steps are modelled
+(:mod:`.template`, :mod:`.wire`), and by ``apply_async`` otherwise. Imports run one way:
+publisher -> template -> wire -> celery_internals, the one module that reads names of Celery
+and kombu outside their public API.
+"""
+
+from __future__ import annotations
+
+from .publisher import Publisher, message_options
+
+__all__ = ["Publisher", "message_options"]
