@@ -24,6 +24,23 @@ def tracked(client: redis.Redis) -> redis.Redis:
     return client
 
 
+def wait_for_ping(client: redis.Redis, process: subprocess.Popen[bytes], what: str) -> None:
+    """Wait up to 10 s for ``client`` to answer PING (failing at once if ``process`` dies),
+    then close it."""
+
+    def answers() -> bool:
+        try:
+            return bool(client.ping())
+        except redis.RedisError:
+            assert process.poll() is None, f"{what} died"
+            return False
+
+    try:
+        wait_until(answers, 10, what)
+    finally:
+        client.close()
+
+
 def redis_server_binary() -> str | None:
     """The redis-server on the PATH, or None."""
     return shutil.which("redis-server")
@@ -61,16 +78,8 @@ class RedisServer:
         args += self.extra_args
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = redis.Redis(port=self.port, socket_connect_timeout=0.5, **self.client_kwargs)
-        wait_until(lambda: self._ping(client), 10, f"redis-server on port {self.port}")
-        client.close()
+        wait_for_ping(client, self.process, f"redis-server on port {self.port}")
         return self
-
-    def _ping(self, client: redis.Redis) -> bool:
-        try:
-            return bool(client.ping())
-        except redis.RedisError:
-            assert self.process is not None and self.process.poll() is None, "redis-server died"
-            return False
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         stop_process(self.process, sig)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import redis
 
-from .ports import free_port, wait_until
+from .ports import free_port
 from .processes import stop_process
-from .redis_server import redis_server_binary
+from .redis_server import redis_server_binary, wait_for_ping
 
 Address = tuple[str, int]
 
@@ -54,20 +54,11 @@ class SentinelProcess:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        client = self.client()
-        wait_until(lambda: self._ping(client), 10, f"sentinel on port {self.port}")
-        client.close()
+        wait_for_ping(self.client(), self.process, f"sentinel on port {self.port}")
         return self
 
     def client(self) -> redis.Redis:
         return redis.Redis(HOST, self.port, decode_responses=True, socket_timeout=5)
-
-    def _ping(self, client: redis.Redis) -> bool:
-        try:
-            return bool(client.ping())
-        except redis.RedisError:
-            assert self.process is not None and self.process.poll() is None, "sentinel died"
-            return False
 
     def stop(self) -> None:
         stop_process(self.process)
