@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
-LINT_PATHS := redisbeat redisbeat_django tests example_project benchmarks
+LINT_PATHS := redisbeat redisbeat_django redisbeat_testkit tests example_project benchmarks
 
 .PHONY: demo test chaos bench lint pytest pytest-oldest redis-server postgresql chromium faketime venv clean
 
@@ -106,13 +106,13 @@ pytest: venv redis-server postgresql chromium faketime
 
 # Fault injection with an independent checker (docs/guarantees.md#fault-injection): every
 # scenario in the quick profile, or FULL=1 for thousands of entries and five beats.
-# Writes benchmarks/results/<date>-chaos-<profile>.{md,json} and the table in the docs.
+# Writes build/bench-results/<date>-chaos-<profile>.{md,json} and the table in the docs.
 chaos: venv redis-server faketime
 	$(PY) -m benchmarks.chaos --profile $(if $(FULL),full,quick) --update-docs
 
 # redisbeat against celery-redbeat and django-celery-beat with real beats (docs/benchmarks.md):
 # the quick profile (about 10 minutes on 2 cores), or FULL=1 for every rate and size.
-# Writes benchmarks/results/<date>-<scenario>.{json,md,png} and the tables in the docs.
+# Writes build/bench-results/<date>-<scenario>.{json,md,png} and the tables in the docs.
 BENCH_STAMP := $(VENV)/.installed-bench
 
 $(BENCH_STAMP): $(STAMP)

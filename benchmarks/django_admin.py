@@ -1,9 +1,10 @@
 """Measure the Django side at scale: the admin change list with N periodic tasks, and how
 long an admin edit takes to reach Redis.
 
-    .venv/bin/python benchmarks/django_admin.py [--tasks 100000] [--requests 20]
+    .venv/bin/python -m benchmarks.django_admin [--tasks 100000] [--requests 20]
 
-Starts its own redis-server and SQLite database in a temporary directory; prints a table.
+Starts its own redis-server and SQLite database in a temporary directory, with the Django
+project of the tests (:mod:`redisbeat_testkit.djangosite`); prints a table.
 """
 
 from __future__ import annotations
@@ -11,20 +12,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+from .common import percentile
 
 
 def timed(fn: Callable[[], Any], runs: int) -> list[float]:
@@ -47,7 +41,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=20)
     args = parser.parse_args()
 
-    from servers import RedisServer
+    from redisbeat_testkit.redis_server import RedisServer
 
     workdir = Path(tempfile.mkdtemp(prefix="redisbeat-bench-"))
     server = RedisServer(workdir).start()
@@ -58,8 +52,8 @@ def main() -> None:
 
 
 def run(args: argparse.Namespace, workdir: Path, server: Any) -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "django_settings")
-    import django_settings
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "redisbeat_testkit.djangosite.settings")
+    from redisbeat_testkit.djangosite import settings as django_settings
 
     django_settings.DATABASES["default"]["NAME"] = str(workdir / "db.sqlite3")
     django_settings.ALLOWED_HOSTS = ["*"]
@@ -71,10 +65,10 @@ def run(args: argparse.Namespace, workdir: Path, server: Any) -> None:
     from django.core.management import call_command
     from django.db import connection, transaction
     from django.test import Client
-    from django_celery_app import app
 
     from redisbeat_django.conf import get_store
     from redisbeat_django.models import PeriodicTask
+    from redisbeat_testkit.djangosite.celery_app import app
 
     app.conf.redisbeat_redis_url = server.url()
     app.conf.broker_url = server.url()

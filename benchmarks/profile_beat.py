@@ -1,7 +1,7 @@
 """Measure one beat's hot path: how many fires per second it sustains, how late they arrive,
 and what each costs in Redis commands, round trips and CPU.
 
-    .venv/bin/python benchmarks/profile_beat.py [--rate 1000] [--seconds 10]
+    .venv/bin/python -m benchmarks.profile_beat [--rate 1000] [--seconds 10]
         [--entries-per-rate 10] [--batch 100] [--cache-size N] [--profile | --profile-all]
 
 Starts two private redis-servers (the store and the broker, so the store's command counts
@@ -9,7 +9,7 @@ are its own), loads ``rate * entries-per-rate`` interval entries of period
 ``entries-per-rate`` seconds whose anchors are spread evenly over the period, so that
 ``rate`` occurrences fall due every second, and runs the real beat in this process:
 ``RedisScheduler(app).tick()`` in a loop, with the Celery app of the test beats
-(``tests/proj.py``). A separate process pops the broker queue (BLPOP, then LPOP 500 at a
+(``redisbeat_testkit/proj.py``). A separate process pops the broker queue (BLPOP, then LPOP 500 at a
 time) and stamps each message's arrival; lateness is arrival minus its ``redisbeat_due``
 header (the consumer is a process, not a thread, so that it takes no CPU or GIL from the
 beat it measures). A fire is an occurrence claimed, published to the broker and finished.
@@ -31,8 +31,6 @@ import math
 import multiprocessing
 import os
 import re
-import signal
-import sys
 import tempfile
 import threading
 import time
@@ -43,17 +41,11 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+from .common import percentile, unwind_on_sigterm
 
 QUEUE = "celery"
 POP = 500
 _DUE = re.compile(rb'"redisbeat_due": (\d+)')
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
 
 
 # -- the consumer: another process, so it takes no CPU or GIL from the beat ---------------------
@@ -178,10 +170,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
 
-    from servers import RedisServer
+    from redisbeat_testkit.redis_server import RedisServer
 
-    # A SIGTERM (say from `timeout`) unwinds like Ctrl-C, so both servers are stopped.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    unwind_on_sigterm()  # so both servers are stopped
     workdir = Path(tempfile.mkdtemp(prefix="redisbeat-profile-"))
     (workdir / "store").mkdir()
     (workdir / "broker").mkdir()
@@ -207,7 +198,7 @@ def run(args: argparse.Namespace, store_server: Any, broker_server: Any) -> dict
     )
     os.environ.pop("TEST_FREEZE_MARKER", None)
     logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
-    from proj import app
+    from redisbeat_testkit.proj import app
 
     if args.cache_size is not None:
         app.conf.redisbeat_entry_cache_size = args.cache_size
@@ -348,8 +339,8 @@ def report(args: argparse.Namespace, r: dict[str, Any]) -> None:
         ("fires/s sustained", f"{fires / seconds:,.0f} ({fires:,} in {seconds:.1f} s)"),
         (
             "lateness p50 / p99 / max",
-            f"{percentile(lateness, 0.5):.1f} / "
-            f"{percentile(lateness, 0.99):.1f} / {max(lateness, default=0):.1f} ms",
+            f"{percentile(lateness, 0.5) or 0.0:.1f} / "
+            f"{percentile(lateness, 0.99) or 0.0:.1f} / {max(lateness, default=0):.1f} ms",
         ),
         (
             "ticks / batches / claims",

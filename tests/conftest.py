@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 import redis
-from servers import OPENED, Beats, RedisServer
 
 from redisbeat import ScheduleStore
+from redisbeat_testkit.processes import Beats
+from redisbeat_testkit.redis_server import OPENED, RedisServer
 
 
 @pytest.fixture(scope="session")

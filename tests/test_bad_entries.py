@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 
-from servers import read_queue, wait_until
 from test_beats import SECOND, broker, expected
 
 from redisbeat import Entry, Interval
 from redisbeat.schedule.timing import from_ms
+from redisbeat_testkit.messages import read_queue
+from redisbeat_testkit.ports import wait_until
 
 
 def test_an_entry_celery_refuses_is_recorded_failed_then_set_aside_and_never_delays_others(

@@ -14,13 +14,14 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from servers import RedisServer, wait_until
 from test_dispatcher import Recorder, dispatcher, every, make_due
 
-from benchmarks.chaos.proxy import TcpProxy
 from redisbeat import Entry, ScheduleStore, occurrence_id
 from redisbeat.beat.activity import Activity
 from redisbeat.store.scripts import CLAIM
+from redisbeat_testkit.ports import wait_until
+from redisbeat_testkit.proxy import TcpProxy
+from redisbeat_testkit.redis_server import RedisServer
 
 
 def test_a_change_published_between_the_first_claim_and_the_first_wait_wakes_the_beat(

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 
-from servers import read_queue, wait_until
 from test_beats import broker
 
 from redisbeat import Entry, Interval
+from redisbeat_testkit.messages import read_queue
+from redisbeat_testkit.ports import wait_until
 
 
 def test_the_banner_names_the_beat_id_the_beat_uses_and_says_a_worker_runs_the_tasks(

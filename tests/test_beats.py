@@ -9,9 +9,11 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import redis
-from servers import RedisServer, Sent, read_queue, tracked, wait_until
 
 from redisbeat import Entry, Interval, ScheduleStore, occurrence_id
+from redisbeat_testkit.messages import Sent, read_queue
+from redisbeat_testkit.ports import wait_until
+from redisbeat_testkit.redis_server import RedisServer, tracked
 
 SECOND = 1000
 

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench.adapters import Spec, available
 from benchmarks.bench.harness import Arrival, Rig, judge

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import subprocess
 import sys
 import time
@@ -16,9 +15,6 @@ from pathlib import Path
 
 import pytest
 import redis
-from servers import RedisServer, stop_process
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench.adapters import (
     ADAPTERS,
@@ -29,6 +25,8 @@ from benchmarks.bench.adapters import (
     available,
     now_ms,
 )
+from redisbeat_testkit.processes import environ_without_django, stop_process
+from redisbeat_testkit.redis_server import RedisServer
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +92,7 @@ def beat(adapter: Adapter, directory: Path) -> Iterator[Queue]:
     client = redis.Redis.from_url(adapter.redis_url)
     client.delete("celery")
     # pytest-django exports the tests' DJANGO_SETTINGS_MODULE; the adapter sets its own.
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    env = environ_without_django()
     log = directory / f"beat-{adapter.name}.log"
     with log.open("wb") as out:
         process = subprocess.Popen(

@@ -6,27 +6,24 @@ real broker; here in the bounded CI profile, `make chaos` runs them longer and b
 
 from __future__ import annotations
 
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
-from sentinel import SentinelGroup
-from servers import RedisServer, wait_until
-
-from redisbeat import Entry
-from redisbeat.schedule.entry import occurrence_id
-from redisbeat.schedule.kinds import Clocked, Cron, Interval
-from redisbeat.schedule.timing import from_ms
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.chaos.checker import Delivery, Timeline, judge, occurrences
 from benchmarks.chaos.cluster import Settings
 from benchmarks.chaos.report import markdown_table
 from benchmarks.chaos.scenarios import CI, SCENARIOS, Outcome, quiet_bound, rules, run
+from redisbeat import Entry
+from redisbeat.schedule.entry import occurrence_id
+from redisbeat.schedule.kinds import Clocked, Cron, Interval
+from redisbeat.schedule.timing import from_ms
+from redisbeat_testkit.ports import wait_until
+from redisbeat_testkit.redis_server import RedisServer
+from redisbeat_testkit.sentinel import SentinelGroup
 
 T0 = 1_800_000_000_000  # a whole second, ms
 PREFIX = "p"

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from servers import free_port, wait_until
+from redisbeat_demo.report import Execution, summarize
+
+from redisbeat_testkit.ports import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "example_project" / "demo.py"
-sys.path.append(str(DEMO.parent))
-from redisbeat_demo.report import Execution, summarize  # noqa: E402
 
 #: Variables of the caller's environment that would point the demo at something else.
 FOREIGN = ("REDIS_URL", "DATABASE_URL", "SQLITE_PATH", "DEMO_SECONDS")

@@ -7,11 +7,11 @@ import json
 import signal
 import time
 
-from servers import Beat, wait_until
-
 from redisbeat import Entry, Interval, ScheduleStore
 from redisbeat.beat.deploys import BeatSchedule
 from redisbeat.schedule.from_celery import CONFIG_SOURCE, digests, version
+from redisbeat_testkit.ports import wait_until
+from redisbeat_testkit.processes import Beat
 
 HOURLY = {"task": "proj.ping", "schedule": 3600}
 

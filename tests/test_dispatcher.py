@@ -10,12 +10,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 import redis
-from servers import wait_until
 
 from redisbeat import Entry, Interval, ScheduleStore, occurrence_id
 from redisbeat.beat.loop import Dispatcher
 from redisbeat.config import Config
 from redisbeat.schedule.timing import from_ms
+from redisbeat_testkit.ports import wait_until
 
 UTC = timezone.utc
 

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import redis
 from celery import Celery
-from servers import RedisServer
 
 from redisbeat import Interval, ScheduleStore
 from redisbeat.schedule.from_celery import config_entries
+from redisbeat_testkit.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

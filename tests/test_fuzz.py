@@ -24,7 +24,6 @@ import pytest
 import redis
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from servers import RedisServer
 from test_dispatcher import Unbuffered
 
 from redisbeat import Clocked, Cron, Crontab, Entry, Interval, ScheduleStore, Solar
@@ -32,6 +31,7 @@ from redisbeat.beat.loop import Dispatcher
 from redisbeat.config import Config
 from redisbeat.errors import CorruptEntry
 from redisbeat.schedule.timing import from_ms, to_ms
+from redisbeat_testkit.redis_server import RedisServer
 
 NAME = "fuzzed"
 UTC = timezone.utc

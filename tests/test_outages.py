@@ -7,8 +7,10 @@ import time
 from collections import Counter
 
 import redis
-from servers import read_queue, wait_until
 from test_beats import SECOND, add_interval_entries, expected
+
+from redisbeat_testkit.messages import read_queue
+from redisbeat_testkit.ports import wait_until
 
 
 def test_a_store_redis_killed_and_restarted_from_its_aof_costs_no_occurrence(

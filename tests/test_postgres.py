@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from postgres import PostgresServer
+
+from redisbeat_testkit.postgres import PostgresServer
 
 ROOT = Path(__file__).resolve().parent.parent
 

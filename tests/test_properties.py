@@ -32,7 +32,6 @@ from celery.schedules import crontab, schedule, solar
 from croniter import CroniterBadDateError, croniter
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
-from servers import RedisServer
 
 from redisbeat import Entry, ScheduleStore
 from redisbeat.errors import InvalidSchedule
@@ -51,6 +50,7 @@ from redisbeat.schedule.kinds import (
     cron_spec,
 )
 from redisbeat.schedule.timing import from_ms, next_due, next_due_ms, to_ms
+from redisbeat_testkit.redis_server import RedisServer
 
 UTC = timezone.utc
 ZONES = [

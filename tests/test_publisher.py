@@ -16,7 +16,6 @@ import redis
 from celery import Celery
 from celery.signals import after_task_publish, before_task_publish
 from kombu import Producer
-from servers import RedisServer, wait_until
 from test_dispatcher import Unbuffered
 
 from redisbeat import Entry, Interval, ScheduleStore, occurrence_id
@@ -25,6 +24,8 @@ from redisbeat.beat.scheduler import RedisScheduler
 from redisbeat.config import Config
 from redisbeat.sending import Publisher, message_options
 from redisbeat.sending.template import TaskMessages
+from redisbeat_testkit.ports import wait_until
+from redisbeat_testkit.redis_server import RedisServer
 
 BROKER_DB = 3
 BEAT = "host:1:beat"

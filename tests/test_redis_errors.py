@@ -16,13 +16,16 @@ from typing import Any
 import pytest
 import redis
 from redis.client import Pipeline
-from servers import Beats, RedisServer, read_queue, wait_until
 from test_beats import add_interval_entries, broker, expected, store_for
 from test_dispatcher import dispatcher, every, make_due
 
 from redisbeat import Entry, ScheduleStore
 from redisbeat.beat.loop import Dispatcher
 from redisbeat.store.scripts import UPSERT
+from redisbeat_testkit.messages import read_queue
+from redisbeat_testkit.ports import wait_until
+from redisbeat_testkit.processes import Beats
+from redisbeat_testkit.redis_server import RedisServer
 
 SECOND = 1000
 #: Each private server starts a full sync to a new replica at once rather than after 5 s.

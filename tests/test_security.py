@@ -26,13 +26,16 @@ import pytest
 import redis
 import trustme
 from celery import Celery
-from servers import Beats, RedisServer, free_port, read_queue, wait_until
 
 from redisbeat import Entry, Interval, ScheduleStore
 from redisbeat.config import Config
 from redisbeat.errors import EntryNotFound
 from redisbeat.schedule.timing import from_ms
 from redisbeat.store.keys import Keys
+from redisbeat_testkit.messages import read_queue
+from redisbeat_testkit.ports import free_port, wait_until
+from redisbeat_testkit.processes import Beats
+from redisbeat_testkit.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
 SECURITY_PAGE = ROOT / "docs" / "security.md"

@@ -14,14 +14,17 @@ from typing import Any
 import pytest
 import redis
 from celery import Celery
-from sentinel import SentinelGroup
-from servers import Beats, RedisServer, Sent, read_queue, wait_until
 
 from redisbeat import Entry, Interval, ScheduleStore, occurrence_id
 from redisbeat.config import Config, SentinelURL
 from redisbeat.errors import ConfigurationError
 from redisbeat.schedule.timing import from_ms
 from redisbeat.store.records import Outcome
+from redisbeat_testkit.messages import Sent, read_queue
+from redisbeat_testkit.ports import wait_until
+from redisbeat_testkit.processes import Beats
+from redisbeat_testkit.redis_server import RedisServer
+from redisbeat_testkit.sentinel import SentinelGroup
 
 SECOND = 1000
 MASTER = "mymaster"

@@ -5,7 +5,7 @@ turn on the same machine, workload and run.
     python -m benchmarks.bench --profile full          # every rate, size and beat count
     python -m benchmarks.bench -s capacity -S redisbeat
 
-Writes ``benchmarks/results/<date>-<scenario>.{json,md,png}`` and, with ``--update-docs``,
+Writes ``build/bench-results/<date>-<scenario>.{json,md,png}`` and, with ``--update-docs``,
 the tables and charts in docs/benchmarks.md. The incumbents come with the ``bench`` extra
 (``pip install -e '.[bench]'``); a scheduler that is not installed is left out, with why.
 """
@@ -13,19 +13,17 @@ the tables and charts in docs/benchmarks.md. The incumbents come with the ``benc
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import tempfile
 import time
 from datetime import date
 from pathlib import Path
 
+from ..common import RESULTS, ROOT, unwind_on_sigterm
 from .adapters import ADAPTERS, available
 from .harness import Rig
 from .report import markdown, summary, targets, write
 from .scenarios import PROFILES, SCENARIOS, run
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,11 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
     parser.add_argument("-s", "--scenario", action="append", choices=SCENARIOS, default=[])
     parser.add_argument("-S", "--scheduler", action="append", choices=list(ADAPTERS), default=[])
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--update-docs", action="store_true")
     args = parser.parse_args(argv)
-    # A SIGTERM unwinds like Ctrl-C, so every process of the run is stopped.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    unwind_on_sigterm()
     schedulers = []
     for name, missing in available().items():
         if args.scheduler and name not in args.scheduler:

@@ -13,7 +13,6 @@ import abc
 import importlib.util
 import json
 import os
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -25,7 +24,8 @@ import redis
 
 from redisbeat import Entry, Interval, ScheduleStore
 
-from .orm import ROOT, TASK, Database, postgres_missing
+from ..common import ROOT, now_ms
+from .orm import TASK, Database, postgres_missing
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 INSTALL_HINT = "pip install -e '.[bench]'"
@@ -53,10 +53,6 @@ class Spec:
         """The first occurrence on the grid after ``now_ms``, and never before the anchor."""
         k = max(0, (now_ms - self.anchor_ms) // self.every_ms + 1)
         return self.anchor_ms + k * self.every_ms
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def from_ms(ms: int) -> datetime:

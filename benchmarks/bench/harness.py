@@ -24,14 +24,13 @@ from typing import Any
 
 import redis
 
-from ..chaos.checker import QueueReader, parse_message
-from ..chaos.proxy import TcpProxy
+from redisbeat_testkit.ports import wait_until
+from redisbeat_testkit.processes import environ_without_django, stop_process
+from redisbeat_testkit.proxy import TcpProxy
+from redisbeat_testkit.redis_server import RedisServer
+
+from ..common import QueuePopper, parse_message, percentile
 from .adapters import ADAPTERS, Adapter, Spec, now_ms
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))
-
-from servers import RedisServer, stop_process, wait_until  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 #: Commands the harness itself sends to the store (reading the counters).
@@ -57,10 +56,10 @@ def decode(raw: bytes, arrived_ms: int) -> Arrival:
 
 
 class Sink:
-    """Every message the beats send, popped as it arrives (see chaos.checker.QueueReader)."""
+    """Every message the beats send, popped as it arrives."""
 
     def __init__(self, url: str) -> None:
-        self.reader = QueueReader(url).start()
+        self.reader = QueuePopper(url).start()
         self._mark = 0
 
     def mark(self) -> None:
@@ -100,7 +99,7 @@ class Sink:
             time.sleep(0.05)
 
     def stop(self) -> None:
-        self.reader.stop()
+        self.reader.stop_popping()
 
 
 class BeatProcess:
@@ -114,11 +113,10 @@ class BeatProcess:
         command = [sys.executable, "-m", "celery", "-A", "benchmarks.bench.app", "beat"]
         command += ["-S", adapter.scheduler, "--loglevel", "WARNING"]
         # Only the adapter says which Django project a beat runs, if any (not a test run's).
-        inherited = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
         self.process = subprocess.Popen(
             command,
             cwd=log.parent,
-            env={**inherited, **env},
+            env={**environ_without_django(), **env},
             stdout=self._out,
             stderr=subprocess.STDOUT,
         )
@@ -347,11 +345,3 @@ def due_of(spec: Spec, arrival: Arrival) -> int:
 
 def rounded(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """None for no values: the row says "n/a" and its JSON says null."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return float(ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))])

@@ -20,27 +20,21 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-TESTS = str(ROOT / "tests")
+from redisbeat_testkit.postgres import PostgresServer, bindir
+from redisbeat_testkit.processes import environ_without_django
+
+from ..common import ROOT
+
 SETTINGS_MODULE = "benchmarks.bench.django_settings"
 TASK = "bench.tick"
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 BATCH = 5000
 
 
-def postgres() -> Any:
-    """The tests' private-PostgreSQL helper module (tests/postgres.py)."""
-    if TESTS not in sys.path:
-        sys.path.append(TESTS)
-    import postgres
-
-    return postgres
-
-
 def postgres_missing() -> str | None:
     """Why no private PostgreSQL server can be started here, or None."""
     try:
-        postgres().bindir()
+        bindir()
     except RuntimeError as exc:
         return str(exc)
     return None
@@ -53,7 +47,7 @@ class Database:
         self.workdir = workdir
         #: The Celery app's environment (BENCH_*), for redisbeat_django's pushes to Redis.
         self.app_env = dict(env)
-        self.server: Any = None
+        self.server: PostgresServer | None = None
         self.process: subprocess.Popen[str] | None = None
         self._directory: Path | None = None
 
@@ -72,14 +66,13 @@ class Database:
             # Not under workdir: as root the server runs as "postgres", which may not enter it.
             self._directory = Path(tempfile.mkdtemp(prefix="bench-pg-"))
             self._directory.chmod(0o755)
-            self.server = postgres().PostgresServer(self._directory / "pg").start()
+            self.server = PostgresServer(self._directory / "pg").start()
             self.workdir.mkdir(parents=True, exist_ok=True)
-            inherited = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
             with (self.workdir / "orm.log").open("ab") as log:
                 self.process = subprocess.Popen(
                     [sys.executable, "-m", "benchmarks.bench.orm"],
                     cwd=ROOT,
-                    env={**inherited, **self.app_env, **self.env},
+                    env={**environ_without_django(), **self.app_env, **self.env},
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=log,

@@ -13,7 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..chaos.report import replace_block
+from ..common import replace_block
 from .scenarios import DCB, REDBEAT, REDISBEAT, Table
 
 BEGIN = "<!-- bench:begin -->"

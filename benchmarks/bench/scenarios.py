@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..common import percentile
 from .adapters import Adapter, Spec, now_ms
 from .harness import (
     BeatProcess,
@@ -19,7 +20,6 @@ from .harness import (
     Rig,
     due_of,
     judge,
-    percentile,
     rounded,
     specs_for,
     wait_for,

@@ -4,7 +4,7 @@
     python -m benchmarks.chaos --profile full        # thousands of entries, 5 beats, 60 s each
     python -m benchmarks.chaos -s "kill -9 beat" -s "redis restart"
 
-Writes ``benchmarks/results/<date>-chaos-<profile>.json`` and ``.md`` and, with
+Writes ``build/bench-results/<date>-chaos-<profile>.json`` and ``.md`` and, with
 ``--update-docs``, the table in docs/guarantees.md. Exits 1 if any rule is broken.
 """
 
@@ -15,16 +15,14 @@ import json
 import logging
 import os
 import platform
-import signal
 import sys
 import tempfile
 from datetime import date
 from pathlib import Path
 
+from ..common import RESULTS, ROOT, unwind_on_sigterm
 from .report import markdown_table, update_docs
 from .scenarios import PROFILES, SCENARIOS, Outcome, run
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,12 +32,11 @@ def main(argv: list[str] | None = None) -> int:
         "-s", "--scenario", action="append", choices=sorted(SCENARIOS), help="repeatable"
     )
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--update-docs", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    # A SIGTERM unwinds like Ctrl-C, so every process of the run is stopped.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    unwind_on_sigterm()
     profile = PROFILES[args.profile]
     names = args.scenario or list(SCENARIOS)
     outcomes: list[Outcome] = []

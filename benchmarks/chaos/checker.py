@@ -8,18 +8,13 @@ popped off the broker queue, with the time they arrived.
 
 from __future__ import annotations
 
-import base64
-import json
 import math
-import threading
-import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, cast
+from typing import Any
 
-import redis
 from croniter import croniter
 
 from redisbeat import Entry, ScheduleStore
@@ -27,6 +22,8 @@ from redisbeat.errors import EntryNotFound
 from redisbeat.schedule.entry import occurrence_id
 from redisbeat.schedule.kinds import Clocked, Cron, Interval
 from redisbeat.schedule.timing import to_ms
+
+from ..common import QueuePopper, parse_message
 
 
 @dataclass(frozen=True)
@@ -88,32 +85,12 @@ def _zone(name: str | None) -> Any:
     return ZoneInfo(name or "UTC")
 
 
-class QueueReader:
-    """Pops the broker queue in a thread and stamps each message with its arrival time."""
+class QueueReader(QueuePopper):
+    """The broker queue popped as messages arrive, decoded into deliveries."""
 
     def __init__(self, url: str, queue: str = "celery") -> None:
-        self.client = redis.Redis.from_url(url)
-        self.queue = queue
-        self.raw: list[tuple[int, bytes]] = []
+        super().__init__(url, queue)
         self._decoded: list[Delivery] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="chaos-queue", daemon=True)
-
-    def start(self) -> QueueReader:
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        # A message is stamped when the pop that took it returns: it was in the queue by then,
-        # so lateness is never under-stated.
-        while not self._stop.is_set():
-            popped = self.client.blpop([self.queue], timeout=0.2)
-            if popped is None:
-                continue
-            self.raw.append((_now_ms(), popped[1]))
-            while more := self.client.lpop(self.queue, 500):
-                arrived = _now_ms()
-                self.raw += [(arrived, raw) for raw in cast(list[bytes], more)]
 
     def snapshot(self) -> list[Delivery]:
         """Everything popped so far."""
@@ -123,27 +100,8 @@ class QueueReader:
 
     def stop(self) -> list[Delivery]:
         """Stop once the queue is empty; everything popped."""
-        deadline = time.monotonic() + 10
-        while self.client.llen(self.queue) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        self._stop.set()
-        self._thread.join(5)
-        self.client.close()
+        self.stop_popping()
         return self.snapshot()
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def parse_message(raw: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A kombu Redis-transport message (JSON body, protocol 2): its headers and kwargs."""
-    message = json.loads(raw)
-    body = message["body"]
-    if message.get("properties", {}).get("body_encoding") == "base64":
-        body = base64.b64decode(body)
-    _args, kwargs, _embed = json.loads(body)
-    return message["headers"], kwargs
 
 
 def decode(raw: bytes, arrived_ms: int) -> Delivery:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import glob
 import random
 import signal
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,13 +15,11 @@ from redisbeat import ScheduleStore
 from redisbeat.config import Config
 from redisbeat.store.keys import Keys
 from redisbeat.store.records import BeatInfo
-
-from .proxy import TcpProxy
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-
-from sentinel import SentinelGroup
-from servers import Beat, Beats, RedisServer, wait_until
+from redisbeat_testkit.ports import wait_until
+from redisbeat_testkit.processes import Beat, Beats
+from redisbeat_testkit.proxy import TcpProxy
+from redisbeat_testkit.redis_server import RedisServer
+from redisbeat_testkit.sentinel import SentinelGroup
 
 FAKETIME_GLOBS = (
     "/usr/lib/*/faketime/libfaketime.so.1",

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from ..common import replace_block
 
 if TYPE_CHECKING:
     from .scenarios import Outcome
@@ -36,18 +37,6 @@ def markdown_table(outcomes: list[Outcome]) -> str:
 def update_docs(page: Path, table: str, profile: str) -> None:
     """Replace the table between the markers on ``page``."""
     replace_block(page, BEGIN, END, f"_Profile: {profile}._\n\n{table}")
-
-
-def replace_block(page: Path, begin: str, end: str, body: str) -> None:
-    """Replace what lies between the ``begin`` and ``end`` markers on ``page`` with ``body``."""
-    text = page.read_text(encoding="utf-8")
-    block = f"{begin}\n{body}\n{end}"
-    new, count = re.subn(
-        re.escape(begin) + ".*?" + re.escape(end), lambda _: block, text, flags=re.S
-    )
-    if count != 1:
-        raise RuntimeError(f"{page} has no {begin} ... {end} block")
-    page.write_text(new, encoding="utf-8")
 
 
 def _rules_column(o: Outcome) -> str:

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import redis
 
+from redisbeat_testkit.proxy import TcpProxy
+
 from .checker import Delivery, QueueReader, Timeline, Verdict, judge, lost_writes
 from .cluster import Cluster, Settings
-from .proxy import TcpProxy
 from .workload import Workload
 
 #: How far (ms) an occurrence may arrive before its due time: the clocks are the same host's,

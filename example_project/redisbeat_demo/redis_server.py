@@ -10,7 +10,10 @@ from pathlib import Path
 
 import redis
 
-from .processes import Child, Children, free_port
+from redisbeat_testkit.ports import free_port
+from redisbeat_testkit.redis_server import redis_server_argv, redis_server_binary
+
+from .processes import Child, Children
 
 
 class DemoError(Exception):
@@ -27,7 +30,7 @@ class PrivateRedis:
         self.child: Child | None = None
 
     def start(self, interrupted: Callable[[], bool]) -> str:
-        binary = shutil.which("redis-server")
+        binary = redis_server_binary()
         if binary is None:
             raise DemoError(
                 "redis-server is not installed. Install it (Debian/Ubuntu: sudo apt-get install "
@@ -36,7 +39,7 @@ class PrivateRedis:
             )
         self.directory = Path(tempfile.mkdtemp(prefix="redisbeat-demo-redis-"))
         port = free_port()
-        argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(self.directory)]
+        argv = redis_server_argv(binary, port, self.directory)
         argv += ["--save", "", "--appendonly", "no", "--daemonize", "no"]
         self.child = self.children.start("redis", argv, self.log)
         url = f"redis://127.0.0.1:{port}/0"

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from django_celery_app import app as celery_app
-from servers import RedisServer
 
 from redisbeat import ScheduleStore
 from redisbeat_django.conf import get_store, reset_store
 from redisbeat_django.sync import retrier
+from redisbeat_testkit.djangosite.celery_app import app as celery_app
+from redisbeat_testkit.redis_server import RedisServer
 
 
 def point_store_at(server: RedisServer, prefix: str) -> ScheduleStore:

@@ -18,10 +18,10 @@ from django.contrib.auth.models import User
 from django.test import override_settings
 from django.utils import formats, timezone
 from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
-from servers import wait_until
 
 from redisbeat.schedule.kinds import Cron
 from redisbeat_django.models import PeriodicTask
+from redisbeat_testkit.ports import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

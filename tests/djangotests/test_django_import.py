@@ -276,8 +276,9 @@ def test_convert_writes_exactly_the_imported_columns():
 
 
 def test_an_imported_task_sends_every_option_django_celery_beat_puts_on_its_messages(rb_store):
-    from django_celery_app import app as celery_app
     from django_celery_beat.schedulers import ModelEntry
+
+    from redisbeat_testkit.djangosite.celery_app import app as celery_app
 
     task = source(
         "paris-report",

@@ -9,13 +9,13 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection, transaction
-from servers import wait_until
 
 from redisbeat import Entry
 from redisbeat.schedule.kinds import Cron, Interval
 from redisbeat_django import sync
 from redisbeat_django.models import PeriodicTask, SyncStatus
 from redisbeat_django.sync import reconcile
+from redisbeat_testkit.ports import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -214,9 +214,9 @@ def test_row_validation_names_the_model_field():
 
 def test_a_beat_start_brings_redis_up_to_date(rb_store):
     from celery.beat import Service
-    from django_celery_app import app
 
     from redisbeat_django.signals import _beat_started
+    from redisbeat_testkit.djangosite.celery_app import app
 
     make(name="a")
     rb_store.remove("a")

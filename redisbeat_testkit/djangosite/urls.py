@@ -1,0 +1,6 @@
+"""The URLs of the tests' Django project: the admin only."""
+
+from django.contrib import admin
+from django.urls import path
+
+urlpatterns = [path("admin/", admin.site.urls)]

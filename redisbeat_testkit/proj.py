@@ -1,0 +1,64 @@
+"""The Celery project the beat processes of the tests and chaos runs use, configured from
+the environment (``TEST_*``): ``celery -A redisbeat_testkit.proj beat``."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from celery import Celery
+from celery.signals import after_task_publish
+
+app = Celery("proj")
+app.conf["broker_url"] = os.environ["TEST_BROKER_URL"]
+app.conf.redisbeat_redis_url = os.environ["TEST_STORE_URL"]
+app.conf.redisbeat_key_prefix = os.environ.get("TEST_PREFIX", "redisbeat")
+if os.environ.get("TEST_LEASE"):  # else redisbeat's default
+    app.conf.redisbeat_lease_seconds = float(os.environ["TEST_LEASE"])
+app.conf.redisbeat_heartbeat_seconds = float(os.environ.get("TEST_HEARTBEAT", "10"))
+app.conf.redisbeat_batch_size = int(os.environ.get("TEST_BATCH", "100"))
+app.conf.beat_max_loop_interval = float(os.environ.get("TEST_MAX_INTERVAL", "60"))
+if os.environ.get("TEST_SENTINEL_MASTER"):
+    app.conf.redisbeat_sentinel_master = os.environ["TEST_SENTINEL_MASTER"]
+if os.environ.get("TEST_WAIT_REPLICAS"):
+    app.conf.redisbeat_wait_replicas = int(os.environ["TEST_WAIT_REPLICAS"])
+    app.conf.redisbeat_wait_timeout = float(os.environ.get("TEST_WAIT_TIMEOUT", "0.5"))
+app.conf["timezone"] = "UTC"
+if os.environ.get("TEST_SET_BEAT_SCHEDULER"):
+    app.conf.beat_scheduler = "redisbeat.RedisScheduler"
+if os.environ.get("TEST_BROKER_USE_SSL"):  # JSON: redis-py TLS options for a rediss:// broker
+    app.conf.broker_use_ssl = json.loads(os.environ["TEST_BROKER_USE_SSL"])
+app.conf.beat_schedule = {
+    name: {**item, "schedule": float(item["schedule"])}
+    for name, item in json.loads(os.environ.get("TEST_BEAT_SCHEDULE", "{}")).items()
+}
+
+
+@app.task(name="proj.ping")
+def ping(*args: Any, **kwargs: Any) -> None:
+    pass
+
+
+@app.task(name="proj.strict")
+def strict(x: int) -> None:
+    """A task whose signature Celery checks in the beat: other arguments are refused there."""
+
+
+_published = 0
+
+
+@after_task_publish.connect
+def _freeze_mid_batch(**kwargs: Any) -> None:
+    """Test hook: after the Nth send, say so in a file and hang, so a test can kill -9 us."""
+    global _published
+    marker = os.environ.get("TEST_FREEZE_MARKER")
+    if not marker:
+        return
+    _published += 1
+    if _published == int(os.environ.get("TEST_FREEZE_AFTER", "3")):
+        headers = kwargs.get("headers") or {}
+        Path(marker).write_text(json.dumps({"id": headers.get("id")}))
+        time.sleep(3600)
