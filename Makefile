@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
-LINT_PATHS := redisbeat redisbeat_django redisbeat_testkit tests example_project benchmarks
+LINT_PATHS := redisbeat redisbeat_django testkit tests example_project benchmarks
 
 .PHONY: demo test chaos bench lint pytest pytest-oldest redis-server postgresql chromium faketime venv clean
 
@@ -12,12 +12,12 @@ test: lint pytest pytest-oldest
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml testkit/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || \
 		{ echo "redisbeat needs Python >= 3.10 ($(PYTHON) is older)"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev]' -e ./testkit
 	touch $@
 
 # Another apt process (unattended upgrades, say) holding the dpkg lock: wait for it.
@@ -33,10 +33,10 @@ OLDEST_TESTS := tests/test_publisher.py tests/test_dispatcher.py tests/test_beat
 	tests/test_outages.py tests/djangotests/test_django_sync.py \
 	tests/djangotests/test_django_import.py
 
-$(OLDEST_STAMP): pyproject.toml Makefile
+$(OLDEST_STAMP): pyproject.toml testkit/pyproject.toml Makefile
 	test -x $(OLDEST_VENV)/bin/python || $(PYTHON) -m venv $(OLDEST_VENV)
 	$(OLDEST_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(OLDEST_VENV)/bin/python -m pip install --quiet -e '.[dev]' $(OLDEST_PINS)
+	$(OLDEST_VENV)/bin/python -m pip install --quiet -e '.[dev]' -e ./testkit $(OLDEST_PINS)
 	touch $@
 
 pytest-oldest: $(OLDEST_STAMP) redis-server postgresql
