@@ -209,26 +209,9 @@ class Config:
         master = get("sentinel_master")
         sentinel_options = _mapping("sentinel_options", get("sentinel_options"))
         if not url:
-            url = conf.broker_url or ""
-            if not url.startswith((*REDIS_SCHEMES, SENTINEL_SCHEME)):
-                raise ConfigurationError(
-                    "redisbeat_redis_url is not set and the broker URL "
-                    f"({_redact(url) or 'unset'}) is not a Redis URL: set redisbeat_redis_url "
-                    "to the Redis server that holds the schedule"
-                )
-            # A Redis broker over TLS usually needs the same certificate options.
-            if url.startswith("rediss://") and isinstance(conf.broker_use_ssl, Mapping):
-                options = {**conf.broker_use_ssl, **options}
-            if url.startswith(SENTINEL_SCHEME):
-                # As kombu does: the master name and the sentinels' own connection options
-                # come from the transport options, TLS to the master from broker_use_ssl.
-                transport = conf.broker_transport_options or {}
-                if master is None:
-                    master = transport.get("master_name")
-                if "redisbeat_sentinel_options" not in conf:
-                    sentinel_options = dict(transport.get("sentinel_kwargs") or {})
-                if isinstance(conf.broker_use_ssl, Mapping):
-                    options = {"ssl": True, **conf.broker_use_ssl, **options}
+            url, options, master, sentinel_options = _from_broker(
+                conf, options, master, sentinel_options
+            )
         options.setdefault("socket_timeout", get("socket_timeout"))
         options.setdefault("socket_connect_timeout", get("socket_connect_timeout"))
         # Without these a sentinel that stopped answering would block a beat for ever.
@@ -251,6 +234,33 @@ class Config:
             entry_cache_size=get("entry_cache_size"),
             quarantine_after=get("quarantine_after"),
         )
+
+
+def _from_broker(
+    conf: Any, options: dict[str, Any], master: str | None, sentinel_options: dict[str, Any]
+) -> tuple[str, dict[str, Any], str | None, dict[str, Any]]:
+    """The store's URL and options lent by a Redis broker, for when none is set."""
+    url: str = conf.broker_url or ""
+    if not url.startswith((*REDIS_SCHEMES, SENTINEL_SCHEME)):
+        raise ConfigurationError(
+            "redisbeat_redis_url is not set and the broker URL "
+            f"({_redact(url) or 'unset'}) is not a Redis URL: set redisbeat_redis_url "
+            "to the Redis server that holds the schedule"
+        )
+    # A Redis broker over TLS usually needs the same certificate options.
+    if url.startswith("rediss://") and isinstance(conf.broker_use_ssl, Mapping):
+        options = {**conf.broker_use_ssl, **options}
+    if url.startswith(SENTINEL_SCHEME):
+        # As kombu does: the master name and the sentinels' own connection options
+        # come from the transport options, TLS to the master from broker_use_ssl.
+        transport = conf.broker_transport_options or {}
+        if master is None:
+            master = transport.get("master_name")
+        if "redisbeat_sentinel_options" not in conf:
+            sentinel_options = dict(transport.get("sentinel_kwargs") or {})
+        if isinstance(conf.broker_use_ssl, Mapping):
+            options = {"ssl": True, **conf.broker_use_ssl, **options}
+    return url, options, master, sentinel_options
 
 
 #: redisbeat_django's own Django settings, which Celery sees too when it is configured from
