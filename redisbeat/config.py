@@ -6,14 +6,9 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from .errors import ConfigurationError
-
-REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
-SENTINEL_SCHEME = "sentinel://"
-#: The port a ``sentinel://`` address without one means (Redis Sentinel's own default).
-SENTINEL_PORT = 26379
+from .urls import CLUSTER_SCHEMES, REDIS_SCHEMES, SENTINEL_SCHEME, ClusterURL, SentinelURL, redact
 
 #: Setting name (without the ``redisbeat_`` prefix) -> default.
 DEFAULTS: dict[str, Any] = {
@@ -32,63 +27,6 @@ DEFAULTS: dict[str, Any] = {
     "entry_cache_size": 10_000,
     "quarantine_after": 3,
 }
-
-
-@dataclass(frozen=True)
-class SentinelURL:
-    """A ``sentinel://`` URL taken apart: where the sentinels are, and how to use the master."""
-
-    addresses: tuple[tuple[str, int], ...]
-    db: int = 0
-    username: str | None = None
-    password: str | None = None
-
-    @classmethod
-    def parse(cls, url: str) -> SentinelURL:
-        """Parse kombu's format: ``sentinel://[user:password@]host[:port][/db]``, several
-        separated by ``;``. The user, password and database may be given on any of the
-        addresses; given on several, they must agree."""
-        addresses: list[tuple[str, int]] = []
-        found: dict[str, set[Any]] = {"db": set(), "username": set(), "password": set()}
-        for part in (p.strip() for p in url.split(";")):
-            if not part:
-                continue
-            if not part.startswith(SENTINEL_SCHEME):
-                raise _bad_url(url, f"every address must start with {SENTINEL_SCHEME}")
-            split = urlsplit(part)
-            if split.query or split.fragment:
-                raise _bad_url(url, "a sentinel:// URL takes no query; use redisbeat_redis_options")
-            try:
-                port = split.port or SENTINEL_PORT
-            except ValueError:
-                raise _bad_url(url, "the port must be a number") from None
-            if not split.hostname:
-                raise _bad_url(url, "every address needs a host")
-            addresses.append((split.hostname, port))
-            path = split.path.strip("/")
-            if path:
-                if not path.isdigit():
-                    raise _bad_url(url, f"the database must be a number, not {path!r}")
-                found["db"].add(int(path))
-            if split.username:
-                found["username"].add(unquote(split.username))
-            if split.password is not None:
-                found["password"].add(unquote(split.password))
-        if not addresses:
-            raise _bad_url(url, "no sentinel address")
-        for what, values in found.items():
-            if len(values) > 1:
-                raise _bad_url(url, f"the addresses disagree on the {what}")
-        return cls(
-            tuple(addresses),
-            db=next(iter(found["db"]), 0),
-            username=next(iter(found["username"]), None),
-            password=next(iter(found["password"]), None),
-        )
-
-
-def _bad_url(url: str, why: str) -> ConfigurationError:
-    return ConfigurationError(f"redisbeat_redis_url {_redact(url)!r} is not valid: {why}")
 
 
 @dataclass(frozen=True)
@@ -117,13 +55,14 @@ class Config:
     quarantine_after: int = 3
 
     def __post_init__(self) -> None:
-        if not self.redis_url.startswith((*REDIS_SCHEMES, SENTINEL_SCHEME)):
+        schemes = (*REDIS_SCHEMES, SENTINEL_SCHEME, *CLUSTER_SCHEMES)
+        if not isinstance(self.redis_url, str) or not self.redis_url.startswith(schemes):
             raise ConfigurationError(
-                "redisbeat_redis_url must start with one of "
-                f"{', '.join((*REDIS_SCHEMES, SENTINEL_SCHEME))}; "
-                f"got {_redact(self.redis_url)!r}"
+                f"redisbeat_redis_url must start with one of {', '.join(schemes)}; "
+                f"got {redact(str(self.redis_url))!r}"
             )
         self._check_sentinel()
+        _ = self.cluster  # a malformed cluster URL stops start-up here
         self._check_wait()
         if not self.key_prefix or any(c in self.key_prefix for c in "{}"):
             raise ConfigurationError(
@@ -159,7 +98,7 @@ class Config:
         elif self.sentinel_master is not None:
             raise ConfigurationError(
                 "redisbeat_sentinel_master is set but redisbeat_redis_url "
-                f"({_redact(self.redis_url)}) is not a sentinel:// URL"
+                f"({redact(self.redis_url)}) is not a sentinel:// URL"
             )
         for name in ("redis_options", "sentinel_options"):
             if not isinstance(getattr(self, name), Mapping):
@@ -190,6 +129,13 @@ class Config:
         if not self.redis_url.startswith(SENTINEL_SCHEME):
             return None
         return SentinelURL.parse(self.redis_url)
+
+    @property
+    def cluster(self) -> ClusterURL | None:
+        """The parsed ``redis-cluster://`` URL, or None for one server or Sentinel."""
+        if not self.redis_url.startswith(CLUSTER_SCHEMES):
+            return None
+        return ClusterURL.parse(self.redis_url)
 
     @property
     def lease_ms(self) -> int:
@@ -244,7 +190,7 @@ def _from_broker(
     if not url.startswith((*REDIS_SCHEMES, SENTINEL_SCHEME)):
         raise ConfigurationError(
             "redisbeat_redis_url is not set and the broker URL "
-            f"({_redact(url) or 'unset'}) is not a Redis URL: set redisbeat_redis_url "
+            f"({redact(url) or 'unset'}) is not a Redis URL: set redisbeat_redis_url "
             "to the Redis server that holds the schedule"
         )
     # A Redis broker over TLS usually needs the same certificate options.
@@ -312,16 +258,3 @@ def _mapping(name: str, value: Any) -> dict[str, Any]:
 
 def _positive(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
-
-
-def _redact(url: str) -> str:
-    """Hide a password in a URL (or in each of several, ``;``-separated) before it reaches an
-    error message."""
-    if ";" in url:
-        return ";".join(_redact(part) for part in url.split(";"))
-    if "@" not in url or "://" not in url:
-        return url
-    scheme, rest = url.split("://", 1)
-    creds, host = rest.rsplit("@", 1)
-    user = creds.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}" if ":" in creds else url

@@ -14,9 +14,10 @@ ROOT = Path(redisbeat.__file__).parent
 #: What each part of redisbeat may import from the rest of it (its own modules aside).
 ALLOWED = {
     "errors": set(),
-    "config": {"errors"},
+    "urls": {"errors"},
+    "config": {"errors", "urls"},
     "schedule": {"errors"},
-    "store": {"errors", "config", "schedule"},
+    "store": {"errors", "urls", "config", "schedule"},
     "sending": {"errors", "schedule"},
     "beat": {"errors", "config", "schedule", "store", "sending"},
     "__init__": {"errors", "config", "schedule", "store", "sending", "beat"},

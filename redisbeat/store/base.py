@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import redis
-from redis.sentinel import Sentinel
 
 from ..config import Config
 from ..errors import ConfigurationError
-from .client import connect, describe
+from .client import Connection
 from .errors import translated
 from .keys import Keys
 from .replication import Replicas
@@ -21,7 +20,7 @@ class StoreBase:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: Any,
         *,
         prefix: str = "redisbeat",
         timezone: str = "UTC",
@@ -29,54 +28,51 @@ class StoreBase:
         wait_replicas: int = 0,
         wait_timeout: float = 0.5,
     ) -> None:
-        if not client.connection_pool.connection_kwargs.get("decode_responses"):
+        self.connection = client if isinstance(client, Connection) else Connection(client)
+        if not self.connection.decodes_responses():
             raise ConfigurationError(
                 "ScheduleStore needs a Redis client made with decode_responses=True"
             )
-        self.client = client
         self.keys = Keys(prefix)
         self.timezone = timezone
         self.beat_ttl_ms = int(beat_ttl * 1000)
         #: WAIT for this many replicas after each write of a claim, finish or API call.
         self.replicas = Replicas(
-            client, wait_replicas, wait_timeout, self.describe, self._drop_subscription
+            self.connection, wait_replicas, wait_timeout, self.describe, self._drop_subscription
         )
-        self.scripts = Scripts(Runner(client, self.replicas), self.keys)
+        self.scripts = Scripts(Runner(self.connection, self.replicas), self.keys)
         self._pubsub: Any = None
-        #: The Sentinel client from_config made (closed with the store).
-        self._sentinel: Sentinel | None = None
 
     @classmethod
     def from_config(cls, config: Config) -> Any:
-        client, sentinel = connect(config)
-        store = cls(
-            client,
+        return cls(
+            Connection.from_config(config),
             prefix=config.key_prefix,
             timezone=config.timezone,
             beat_ttl=3 * config.heartbeat_seconds,
             wait_replicas=config.wait_replicas,
             wait_timeout=config.wait_timeout,
         )
-        store._sentinel = sentinel
-        return store
+
+    @property
+    def client(self) -> redis.Redis:
+        """The Redis client (on a cluster, one that routes each key to its node)."""
+        return self.connection.client
 
     def describe(self) -> str:
         """Where the store lives, for log lines (no password)."""
-        return f"{describe(self.client)} prefix={self.keys.prefix}"
+        return f"{self.connection.describe()} prefix={self.keys.prefix}"
 
     @translated
     def now_ms(self) -> int:
-        """The Redis server's clock, the one clock every beat shares."""
-        seconds, micros = self.client.time()
+        """The Redis clock of the server holding the schedule, the one clock beats share."""
+        seconds, micros = self.connection.node(self.keys.schedule).time()
         return int(seconds) * 1000 + int(micros) // 1000
 
     @translated
     def close(self) -> None:
         self._drop_subscription()
-        self.client.close()
-        if self._sentinel is not None:
-            self._sentinel.close()
-            self._sentinel = None
+        self.connection.close()
 
     def _drop_subscription(self) -> None:
         if self._pubsub is not None:

@@ -1,50 +1,145 @@
-"""The store's Redis client: made from the settings (plain, or through Sentinel), and named
-in log lines without its password."""
+"""The store's way to Redis: one server, the master Sentinel names, or a Redis Cluster.
+
+A :class:`Connection` holds the client the settings describe and answers, for a key, which
+server serves it. On one server that is always the same client; on a cluster it is the node
+that owns the key's slot, so a script and the ``WAIT`` after it share one connection, as
+``WAIT`` requires. Log lines name the server without its password.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import redis
+from redis.cluster import ClusterNode, RedisCluster
+from redis.exceptions import AskError
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
 from ..config import Config
+from ..urls import ClusterURL
 
 
-def connect(config: Config) -> tuple[redis.Redis, Sentinel | None]:
-    """A client of the store's Redis (the master, with a sentinel:// URL) and its Sentinel."""
-    # Bytes that are not UTF-8 (a hostile or broken definition) decode to lone surrogates
-    # rather than fail the whole reply; Entry.loads rejects them, and they encode back to
-    # the same bytes, so the quarantine script still recognises the definition.
-    options = {"encoding_errors": "surrogateescape", **dict(config.redis_options)}
-    target = config.sentinel
-    if target is None:
-        return redis.Redis.from_url(config.redis_url, decode_responses=True, **options), None
-    sentinel = Sentinel(  # type: ignore[no-untyped-call]
-        list(target.addresses), sentinel_kwargs=dict(config.sentinel_options)
-    )
-    credentials = {"username": target.username, "password": target.password}
-    client = sentinel.master_for(  # type: ignore[no-untyped-call]
-        config.sentinel_master,
-        decode_responses=True,
-        **{"db": target.db, **{k: v for k, v in credentials.items() if v}, **options},
-    )
-    return client, sentinel
+class Connection:
+    """The store's client, made on first use: a cluster client asks the cluster for its
+    slots when it is made, and a beat must start (and wait) while Redis is down."""
 
+    def __init__(
+        self, client: Any = None, *, make: Callable[[], Any] | None = None, sentinel: Any = None
+    ) -> None:
+        self._client = client
+        self._make = make
+        #: The Sentinel client a sentinel:// URL made (closed with the connection).
+        self.sentinel: Sentinel | None = sentinel
 
-def describe(client: redis.Redis) -> str:
-    """Where a client connects, for log lines (no password)."""
-    pool = client.connection_pool
-    kw = pool.connection_kwargs
-    where = kw.get("path") or f"{kw.get('host', '?')}:{kw.get('port', '?')}"
-    if isinstance(pool, SentinelConnectionPool):
-        via = ",".join(
-            _host_port(s.connection_pool.connection_kwargs) for s in pool.sentinel_manager.sentinels
+    @classmethod
+    def from_config(cls, config: Config) -> Connection:
+        # Bytes that are not UTF-8 (a hostile or broken definition) decode to lone surrogates
+        # rather than fail the whole reply; Entry.loads rejects them, and they encode back to
+        # the same bytes, so the quarantine script still recognises the definition.
+        options = {"encoding_errors": "surrogateescape", **dict(config.redis_options)}
+        cluster = config.cluster
+        if cluster is not None:
+            return cls(make=lambda: _cluster_client(cluster, options))
+        target = config.sentinel
+        if target is None:
+            return cls(redis.Redis.from_url(config.redis_url, decode_responses=True, **options))
+        sentinel = Sentinel(  # type: ignore[no-untyped-call]
+            list(target.addresses), sentinel_kwargs=dict(config.sentinel_options)
         )
-        where = f"sentinel master {pool.service_name} via {via}"
-    return f"{where} db={kw.get('db', 0)}"
+        credentials = {"username": target.username, "password": target.password}
+        client = sentinel.master_for(  # type: ignore[no-untyped-call]
+            config.sentinel_master,
+            decode_responses=True,
+            **{"db": target.db, **{k: v for k, v in credentials.items() if v}, **options},
+        )
+        return cls(client, sentinel=sentinel)
+
+    @property
+    def client(self) -> redis.Redis:
+        """The client (a cluster's speaks the same commands for keys of one slot)."""
+        if self._client is None:
+            assert self._make is not None
+            self._client = self._make()
+        return cast(redis.Redis, self._client)
+
+    @property
+    def is_cluster(self) -> bool:
+        return isinstance(self._client, RedisCluster) or self._make is not None
+
+    def node(self, key: str) -> redis.Redis:
+        """A client of the one server that serves ``key`` (on one server: the client)."""
+        client = self.client
+        if isinstance(client, RedisCluster):
+            return client.get_redis_connection(client.get_node_from_key(key))
+        return client
+
+    def redirected(self, exc: AskError) -> redis.Redis:
+        """After MOVED or ASK: learn the slots again; a client of the server named."""
+        client = self.client
+        if not isinstance(client, RedisCluster):
+            raise exc  # one server that answers MOVED is a cluster node: see errors.py
+        client.nodes_manager.initialize()
+        node = client.get_node(host=exc.host, port=exc.port)
+        if node is None:
+            node = ClusterNode(exc.host, exc.port)
+        return client.get_redis_connection(node)
+
+    def decodes_responses(self) -> bool:
+        client = self._client
+        if client is None:
+            return True  # made by from_config, always with decode_responses
+        if isinstance(client, RedisCluster):
+            kwargs = client.get_connection_kwargs()  # type: ignore[no-untyped-call]
+            return bool(kwargs.get("decode_responses"))
+        return bool(client.connection_pool.connection_kwargs.get("decode_responses"))
+
+    def describe(self) -> str:
+        """Where the client connects, for log lines (no password)."""
+        client = self._client
+        if client is None or isinstance(client, RedisCluster):
+            nodes = (
+                [(n.host, n.port) for n in client.get_primaries()]  # type: ignore[no-untyped-call]
+                if isinstance(client, RedisCluster)
+                else []
+            )
+            return f"redis cluster {','.join(_host_port(h, p) for h, p in nodes) or '(not yet)'}"
+        pool = client.connection_pool
+        kw = pool.connection_kwargs
+        where = kw.get("path") or _host_port(kw.get("host", "?"), kw.get("port", "?"))
+        if isinstance(pool, SentinelConnectionPool):
+            via = ",".join(
+                _host_port(
+                    s.connection_pool.connection_kwargs.get("host", "?"),
+                    s.connection_pool.connection_kwargs.get("port", "?"),
+                )
+                for s in pool.sentinel_manager.sentinels
+            )
+            where = f"sentinel master {pool.service_name} via {via}"
+        return f"{where} db={kw.get('db', 0)}"
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            if self._make is not None:
+                self._client = None  # made again on next use
+        if self.sentinel is not None:
+            self.sentinel.close()
+            self.sentinel = None
 
 
-def _host_port(kwargs: dict[str, Any]) -> str:
-    host = str(kwargs.get("host", "?"))
-    return f"{f'[{host}]' if ':' in host else host}:{kwargs.get('port', '?')}"
+def _cluster_client(url: ClusterURL, options: dict[str, Any]) -> RedisCluster:
+    kwargs: dict[str, Any] = {"decode_responses": True, **options}
+    if url.tls:
+        kwargs.setdefault("ssl", True)
+    if url.username is not None:
+        kwargs["username"] = url.username
+    if url.password is not None:
+        kwargs["password"] = url.password
+    seeds = [ClusterNode(host, port) for host, port in url.seeds]  # type: ignore[no-untyped-call]
+    return RedisCluster(startup_nodes=seeds, **kwargs)
+
+
+def _host_port(host: Any, port: Any) -> str:
+    host = str(host)
+    return f"{f'[{host}]' if ':' in host else host}:{port}"

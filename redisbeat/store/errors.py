@@ -16,6 +16,13 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 import redis
+from redis.exceptions import (
+    AskError,
+    ClusterCrossSlotError,
+    ClusterDownError,
+    RedisClusterException,
+    TryAgainError,
+)
 
 from ..errors import RedisBeatError
 
@@ -49,6 +56,14 @@ class NotReplicated(StoreUnavailable):
     """
 
 
+#: What redis-py raises: its errors, the socket's, and the cluster client's own (not a
+#: RedisError: e.g. no seed node answers, or the server is not in cluster mode).
+_RAISED = (redis.RedisError, OSError, RedisClusterException)
+#: Cluster replies that mean "not now" (slots uncovered during a failover, a slot half
+#: moved): as unavailable as a lost connection, and as worth retrying.
+_TRANSIENT = (ClusterDownError, TryAgainError)
+
+
 def translated(method: Callable[P, R]) -> Callable[P, R]:
     """Raise a :class:`StoreError` for every redis-py error or ``OSError`` of ``method``."""
     if inspect.isgeneratorfunction(method):
@@ -57,7 +72,7 @@ def translated(method: Callable[P, R]) -> Callable[P, R]:
         def generator(*args: Any, **kwargs: Any) -> Iterator[Any]:
             try:
                 yield from method(*args, **kwargs)
-            except (redis.RedisError, OSError) as exc:
+            except _RAISED as exc:
                 raise translate(exc) from exc
 
         return generator  # type: ignore[return-value]
@@ -66,7 +81,7 @@ def translated(method: Callable[P, R]) -> Callable[P, R]:
     def call(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return method(*args, **kwargs)
-        except (redis.RedisError, OSError) as exc:
+        except _RAISED as exc:
             raise translate(exc) from exc
 
     return call
@@ -97,7 +112,8 @@ def _store_class(cls: type[redis.RedisError]) -> type[StoreError]:
     """A StoreError class that is also ``cls`` (made once per redis-py class)."""
     known = _CLASSES.get(cls)
     if known is None:
-        base = StoreRefused if issubclass(cls, redis.ResponseError) else StoreUnavailable
+        refused = issubclass(cls, redis.ResponseError) and not issubclass(cls, _TRANSIENT)
+        base = StoreRefused if refused else StoreUnavailable
         attrs = {"__module__": __name__, "__doc__": cls.__doc__}
         known = _CLASSES[cls] = type(cls.__name__, (base, cls), attrs)
     return known
@@ -119,6 +135,10 @@ _KINDS = {"OOM": "oom", "READONLY": "readonly", "NOPERM": "noperm", "WRONGTYPE":
 _CODE_IN_TEXT = re.compile(r"\b(OOM|READONLY|NOPERM|WRONGTYPE)\b")
 #: How Redis 7.0 words an ACL denial inside a script (an ``ERR`` reply): a command, key, channel.
 _SCRIPT_ACL_DENIAL = "The user executing the script can't"
+#: How Redis refuses a command a cluster node does not take (``SELECT``, pub/sub aside).
+_CLUSTER_ONLY = "not allowed in cluster mode"
+#: How redis-py's cluster client says a seed node is a plain server.
+_NOT_CLUSTER = "Cluster mode is not enabled"
 #: The key named by the scripts' own WRONGTYPE error (lua/prelude.lua).
 _KEY_IN_TEXT = re.compile(r"^WRONGTYPE redisbeat: key (\S+) ")
 
@@ -129,10 +149,11 @@ class RedisTrouble:
 
     ``kind`` is one of ``unavailable`` (no connection, or no answer in time), ``auth`` (the
     login was rejected), ``oom`` (maxmemory reached), ``readonly`` (a read-only replica),
-    ``noperm`` (an ACL denial), ``wrongtype`` (a key holds the wrong type) and ``refused``
-    (any other error reply). ``reply`` is Redis's own error text, verbatim, or the
-    connection error; ``key`` is the key a WRONGTYPE is about, when redisbeat's scripts
-    could name it.
+    ``noperm`` (an ACL denial), ``wrongtype`` (a key holds the wrong type), ``cluster`` (a
+    Redis Cluster node reached by a ``redis://`` URL), ``not-cluster`` (a plain server named
+    by a ``redis-cluster://`` URL) and ``refused`` (any other error reply). ``reply`` is
+    Redis's own error text, verbatim, or the connection error; ``key`` is the key a
+    WRONGTYPE is about, when redisbeat's scripts could name it.
     """
 
     kind: str
@@ -146,6 +167,10 @@ class RedisTrouble:
             return known
         if isinstance(exc, redis.exceptions.AuthenticationError):
             return cls("auth", _reply_text(exc))
+        if isinstance(exc, (AskError, ClusterCrossSlotError)) or _CLUSTER_ONLY in str(exc):
+            return cls("cluster", _reply_text(exc))
+        if isinstance(exc, RedisClusterException) and _NOT_CLUSTER in str(exc):
+            return cls("not-cluster", f"{type(exc).__name__}: {exc}")
         if not isinstance(exc, redis.exceptions.ResponseError):
             if isinstance(exc, StoreError) and exc.args:
                 return cls("unavailable", str(exc))
@@ -181,6 +206,14 @@ class RedisTrouble:
                 f"holds a key of the wrong type ({self.reply}); an operator must delete or "
                 "repair the key"
             ),
+            "cluster": (
+                f"is a Redis Cluster node ({self.reply}); set redisbeat_redis_url to "
+                "redis-cluster://host:port[,host:port...] (rediss-cluster:// for TLS)"
+            ),
+            "not-cluster": (
+                f"is not a Redis Cluster ({self.reply}); a redis-cluster:// URL needs "
+                "cluster-enabled servers: use redis:// (or rediss://) for one server"
+            ),
         }.get(self.kind, f"refused a command ({self.reply})")
         return f"Redis at {where} {what}"
 
@@ -194,6 +227,8 @@ class RedisTrouble:
             "readonly": "a read-only replica",
             "noperm": "denying a command",
             "wrongtype": f"holding {self.key or 'a key'} with the wrong type",
+            "cluster": "a cluster node reached by a redis:// URL",
+            "not-cluster": "not a cluster",
         }.get(self.kind, "refusing a command")
 
 

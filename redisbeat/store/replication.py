@@ -16,6 +16,7 @@ import redis
 from redis.client import Pipeline
 from redis.sentinel import MasterNotFoundError, SentinelConnectionPool
 
+from .client import Connection
 from .errors import NotReplicated, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -38,13 +39,13 @@ class Replicas:
 
     def __init__(
         self,
-        client: redis.Redis,
+        connection: Connection,
         count: int,
         timeout: float,
         describe: Callable[[], str],
         on_moved: Callable[[], None],
     ) -> None:
-        self.client = client
+        self.connection = connection
         self.count = count
         self.timeout_ms = max(1, int(timeout * 1000))
         self._describe = describe
@@ -64,11 +65,12 @@ class Replicas:
         pipe.wait(self.count, timeout_ms)
         return timeout_ms
 
-    def acknowledged(self, acked: Any, strict: bool, waited_ms: int) -> None:
+    def acknowledged(self, acked: Any, strict: bool, waited_ms: int, node: redis.Redis) -> None:
         """Note how many replicas acknowledged a write; warn once while too few do.
 
         A beat acts on a write too few replicas acknowledged only when too few replicas are
-        connected at all: any connected one could be promoted without it."""
+        connected at all: any connected one could be promoted without it. ``node`` is the
+        server that took the write."""
         if isinstance(acked, Exception):
             raise acked
         if int(acked) >= self.count:
@@ -83,14 +85,14 @@ class Replicas:
             return
         # Every short write asks the sentinels (a few fast round trips): one that lands on a
         # master being replaced must not be acted on, or it is undone with the master.
-        self._check_master()
+        self._check_master(node)
         if strict:
             raise NotReplicated(
                 f"only {acked} of {self.count} replica(s) of {self._describe()} "
                 f"acknowledged the write within {waited_ms} ms; it is on the master, "
                 "but a failover now could lose it (writing it again is safe)"
             )
-        online = self._online_replicas()
+        online = self._online_replicas(node)
         if online is not None and online >= self.count:
             # Replicas that are connected but behind: the next write gives them the whole
             # timeout, and this one is not acted on.
@@ -112,10 +114,10 @@ class Replicas:
                 "too few are" if online is not None else "it cannot tell how many are",
             )
 
-    def _online_replicas(self) -> int | None:
+    def _online_replicas(self, node: redis.Redis) -> int | None:
         """How many replicas are connected and in sync (``ROLE``); None if it cannot tell."""
         try:
-            role: Any = self.client.role()
+            role: Any = node.role()
         except redis.ResponseError as exc:  # an ACL without +role: as before WAIT had it
             if not self._roleless:
                 self._roleless = True
@@ -123,7 +125,7 @@ class Replicas:
             return None
         return len(role[2]) if role and role[0] == "master" else 0
 
-    def _check_master(self) -> None:
+    def _check_master(self, node: redis.Redis) -> None:
         """Raise ConnectionError if Sentinel is failing over (or has failed over) the master
         that just took a write: that write may be lost, so it must not be acted on.
 
@@ -131,7 +133,7 @@ class Replicas:
         enough; otherwise the one with the newest configuration (highest epoch) says where
         the master is, as sentinels that have not heard of a failover yet still name the old
         one."""
-        pool = self.client.connection_pool
+        pool = node.connection_pool
         if not isinstance(pool, SentinelConnectionPool) or pool.master_address is None:
             return
         ours = (str(pool.master_address[0]), int(pool.master_address[1]))

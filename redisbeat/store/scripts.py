@@ -10,6 +10,7 @@ the same round trip.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -17,10 +18,11 @@ from importlib.resources import files
 from typing import Any, Literal
 
 import redis
-from redis.exceptions import NoScriptError
+from redis.exceptions import AskError, MovedError, NoScriptError, TryAgainError
 
 from ..errors import EntryNotFound
 from ..schedule.clock import MAX_MS
+from .client import Connection
 from .keys import Keys
 from .records import ClaimBatch, FinishResult, Heartbeat, Outcome, wire
 from .replication import Replicas
@@ -28,6 +30,11 @@ from .replication import Replicas
 #: How many times a script is loaded again when the server answers NOSCRIPT, per call: a
 #: ``SCRIPT FLUSH`` may land between a load and the EVALSHA after it.
 MAX_RELOADS = 3
+#: How many times a pipeline of scripts runs again while replies say it did not run
+#: (NOSCRIPT, a cluster's MOVED, ASK or TRYAGAIN while a slot moves).
+MAX_ATTEMPTS = 5
+#: The pause before running again after TRYAGAIN (a slot between two nodes).
+TRY_AGAIN_SECONDS = 0.02
 
 #: ``strict``: WAIT for replicas and raise when too few acknowledge (the editors' writes);
 #: ``lenient``: a beat's writes, judged by :class:`Replicas`; ``none``: no WAIT.
@@ -66,6 +73,10 @@ REMOVE = Script.named("remove")
 RUN_NOW = Script.named("run_now")
 
 
+#: Replies that say a script did not run, so running it again is safe.
+_NOT_RUN = (NoScriptError, AskError, TryAgainError)
+
+
 @dataclass(frozen=True)
 class Call:
     script: Script
@@ -74,62 +85,93 @@ class Call:
 
 
 class Runner:
-    """Runs scripts by EVALSHA, loading them on NOSCRIPT, with WAIT where asked."""
+    """Runs scripts by EVALSHA, loading them on NOSCRIPT, following a cluster's MOVED and ASK,
+    with WAIT where asked.
 
-    def __init__(self, client: redis.Redis, replicas: Replicas) -> None:
-        self.client = client
+    A reply of NOSCRIPT, MOVED, ASK or TRYAGAIN means the script did not run, so running it
+    again (loaded, or on the node named) is safe; any other failure is raised.
+    """
+
+    def __init__(self, connection: Connection, replicas: Replicas) -> None:
+        self.connection = connection
         self.replicas = replicas
 
     def run(self, call: Call, wait: Wait) -> Any:
         """One script's reply (an error reply is raised)."""
-        if wait == "none" or not self.replicas.count:
+        if (wait == "none" or not self.replicas.count) and not self.connection.is_cluster:
             for _ in range(MAX_RELOADS - 1):
                 try:
-                    return self._evalsha(self.client, call)
+                    return self._evalsha(self.connection.client, call)
                 except NoScriptError:
-                    self._load(call.script)
-            return self._evalsha(self.client, call)
-        (reply,), acked, waited = self._execute([call], wait)
+                    self._load(self.connection.client, call.script)
+            return self._evalsha(self.connection.client, call)
+        (reply,), acked, waited, node = self._execute([call], wait)
         if isinstance(reply, Exception):
             raise reply
         if waited is not None:
-            self.replicas.acknowledged(acked, wait == "strict", waited)
+            self.replicas.acknowledged(acked, wait == "strict", waited, node)
         return reply
 
     def run_many(self, calls: list[Call]) -> list[Any]:
         """Strict writes in one pipeline; each reply in order, error replies among them."""
-        replies, acked, waited = self._execute(calls, "strict")
+        replies, acked, waited, node = self._execute(calls, "strict")
         if waited is not None:
-            self.replicas.acknowledged(acked, True, waited)
+            self.replicas.acknowledged(acked, True, waited, node)
         return replies
 
-    def _execute(self, calls: list[Call], wait: Wait) -> tuple[list[Any], Any, int | None]:
+    def _execute(
+        self, calls: list[Call], wait: Wait
+    ) -> tuple[list[Any], Any, int | None, redis.Redis]:
+        """Every call on the server that serves their keys (one slot), then WAIT there."""
         replies: list[Any] = [None] * len(calls)
         todo = list(range(len(calls)))
-        for attempt in range(MAX_RELOADS):
-            pipe = self.client.pipeline(transaction=False)
+        node = self.connection.node(calls[0].keys[0]) if calls else self.connection.client
+        asking = False
+        for attempt in range(MAX_ATTEMPTS):
+            pipe = node.pipeline(transaction=False)
             for i in todo:
+                if asking:
+                    pipe.execute_command("ASKING")  # type: ignore[no-untyped-call]
                 self._evalsha(pipe, calls[i])
             waited = None if wait == "none" else self.replicas.add_wait(pipe, wait == "strict")
             out = pipe.execute(raise_on_error=False)
             acked = out.pop() if waited is not None else None
-            missing = [i for i, r in zip(todo, out, strict=True) if isinstance(r, NoScriptError)]
+            if asking:
+                out = out[1::2]  # the ASKINGs' OKs
+            again = [i for i, r in zip(todo, out, strict=True) if isinstance(r, _NOT_RUN)]
             for i, reply in zip(todo, out, strict=True):
                 replies[i] = reply
-            if not missing or attempt == MAX_RELOADS - 1:
-                return replies, acked, waited
-            # Nothing ran for those: load the scripts and run them again.
-            for script in {calls[i].script for i in missing}:
-                self._load(script)
-            todo = missing
+            if not again or attempt == MAX_ATTEMPTS - 1:
+                return replies, acked, waited, node
+            node, asking = self._before_again([replies[i] for i in again], calls, again, node)
+            todo = again
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _before_again(
+        self, errors: list[Any], calls: list[Call], again: list[int], node: redis.Redis
+    ) -> tuple[redis.Redis, bool]:
+        """Make the calls that did not run ready to run again: where, and whether ASKING."""
+        redirect = next((e for e in errors if isinstance(e, AskError)), None)
+        if redirect is not None:
+            node = self.connection.redirected(redirect)
+        elif any(isinstance(e, TryAgainError) for e in errors):
+            time.sleep(TRY_AGAIN_SECONDS)  # a slot is half migrated: it settles in ms
+        for script in {
+            calls[i].script
+            for i, e in zip(again, errors, strict=True)
+            if isinstance(e, NoScriptError)
+        }:
+            self._load(node, script)
+        asking = redirect is not None and not isinstance(redirect, MovedError)
+        return node, asking
 
     @staticmethod
     def _evalsha(target: Any, call: Call) -> Any:
         return target.evalsha(call.script.sha, len(call.keys), *call.keys, *call.args)
 
-    def _load(self, script: Script) -> None:
-        self.client.script_load(script.source)
+    @staticmethod
+    def _load(node: Any, script: Script) -> None:
+        node.script_load(script.source)
 
 
 @dataclass(frozen=True)
