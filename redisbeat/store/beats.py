@@ -55,6 +55,7 @@ class BeatCalls(StoreBase):
     def heartbeat(self, beat_id: str) -> Heartbeat:
         """Refresh a beat's heartbeat; says which ``beat_schedule`` the deployment follows
         and which schedule members have a score past any valid time."""
+        self.connection.refuse_cluster_node()  # once, at the first heartbeat that answers
         return self.scripts.heartbeat(beat_id, self.beat_ttl_ms)
 
     @translated

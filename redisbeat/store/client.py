@@ -13,11 +13,12 @@ from typing import Any, cast
 
 import redis
 from redis.cluster import ClusterNode, RedisCluster
-from redis.exceptions import AskError
+from redis.exceptions import AskError, NoPermissionError
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
 from ..config import Config
 from ..urls import ClusterURL
+from .errors import RedisTrouble, StoreRefused
 
 
 class Connection:
@@ -31,6 +32,7 @@ class Connection:
         self._make = make
         #: The Sentinel client a sentinel:// URL made (closed with the connection).
         self.sentinel: Sentinel | None = sentinel
+        self._checked = False
 
     @classmethod
     def from_config(cls, config: Config) -> Connection:
@@ -84,6 +86,21 @@ class Connection:
         if node is None:
             node = ClusterNode(exc.host, exc.port)
         return client.get_redis_connection(node)
+
+    def refuse_cluster_node(self) -> None:
+        """Raise when a plain ``redis://`` URL names a node of a Redis Cluster: it answers for
+        its own slots only, and a failover would leave the beats talking to a replica."""
+        if self._checked or self.is_cluster or self.sentinel is not None:
+            return
+        try:
+            enabled = int(self.client.info("cluster").get("cluster_enabled", 0))
+        except NoPermissionError:
+            enabled = 0  # an ACL user without +info: a node answers MOVED for other slots
+        if enabled:
+            exc = StoreRefused(f"{self.describe()} has cluster_enabled:1")
+            exc.trouble = RedisTrouble("cluster", str(exc))
+            raise exc
+        self._checked = True
 
     def decodes_responses(self) -> bool:
         client = self._client
