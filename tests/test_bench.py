@@ -11,7 +11,8 @@ import math
 from pathlib import Path
 
 from benchmarks.bench.adapters import Spec, available
-from benchmarks.bench.harness import Arrival, Rig, judge
+from benchmarks.bench.harness import Rig
+from benchmarks.bench.judging import Arrival, judge
 from benchmarks.bench.report import BEGIN, END, versus, write
 from benchmarks.bench.scenarios import SMOKE, run
 

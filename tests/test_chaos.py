@@ -16,7 +16,8 @@ import redis
 from benchmarks.chaos.checker import Delivery, Timeline, judge, occurrences
 from benchmarks.chaos.cluster import Settings
 from benchmarks.chaos.report import markdown_table
-from benchmarks.chaos.scenarios import CI, SCENARIOS, Outcome, quiet_bound, rules, run
+from benchmarks.chaos.rules import quiet_bound, rules
+from benchmarks.chaos.scenarios import CI, SCENARIOS, Outcome, run
 from redisbeat import Entry
 from redisbeat.schedule.entry import occurrence_id
 from redisbeat.schedule.kinds import Clocked, Cron, Interval

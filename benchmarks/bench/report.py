@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..common import replace_block
-from .scenarios import DCB, REDBEAT, REDISBEAT, Table
+from .scenarios.profiles import DCB, REDBEAT, REDISBEAT, Table
 
 BEGIN = "<!-- bench:begin -->"
 END = "<!-- bench:end -->"

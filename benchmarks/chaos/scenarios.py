@@ -1,38 +1,35 @@
-"""The scenarios: a workload, faults injected at random moments, and the checker's rules."""
+"""The scenarios and how one runs: a workload, faults (.faults) injected at random moments, and
+the checker's verdict held to the rules (.rules)."""
 
 from __future__ import annotations
 
 import os
 import random
-import re
-import signal
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import redis
-
+from redisbeat import ScheduleStore
 from redisbeat_testkit.proxy import TcpProxy
 
 from .checker import Delivery, QueueReader, Timeline, Verdict, judge, lost_writes
 from .cluster import Cluster, Settings
+from .faults import (
+    Fault,
+    broker_stall,
+    kill9,
+    mixed,
+    partition_drop,
+    partition_slow,
+    partition_stall,
+    redis_restart,
+    sentinel_failover,
+    sigterm,
+)
+from .rules import FAULT_LATE_MARGIN_MS, quiet_bound, rules
 from .workload import Workload
-
-#: How far (ms) an occurrence may arrive before its due time: the clocks are the same host's,
-#: so only rounding to whole milliseconds is allowed.
-EARLY_TOLERANCE_MS = 2
-#: How much later than the lease a fault may make an occurrence (ms): the beat that takes
-#: over has to wake up (it sleeps at most one heartbeat) and catch up.
-FAULT_LATE_MARGIN_MS = 4000
-#: The most an occurrence may be late when nothing goes wrong (ms), on a host with a core
-#: for every process that wants one; QUIET_LATE_MS times the oversubscription otherwise
-#: (see quiet_bound). Measured on 2 cores running three beats, two redis-servers, the
-#: workload and the checker: the latest arrival is 56-97 ms on an otherwise idle host, all
-#: of it one burst of up to 190 occurrences due at the same millisecond (cron entries on a
-#: whole second); the beats send a burst at the pace the CPU they get allows.
-QUIET_LATE_MS = 500
 
 
 @dataclass(frozen=True)
@@ -51,8 +48,6 @@ CI = Profile("ci", 300, 30, 3, 10, 2, 3)
 QUICK = Profile("quick", 500, 50, 3, 20, 2, 5)
 FULL = Profile("full", 2000, 200, 5, 60, 5, 6)
 PROFILES = {p.name: p for p in (CI, QUICK, FULL)}
-
-Fault = Callable[[Cluster, random.Random], str]
 
 
 @dataclass(frozen=True)
@@ -77,102 +72,6 @@ class Scenario:
     #: write of each entry can be checked afterwards, so misses and sends under another id
     #: are counted as what the lost writes cost.
     measure_only: bool = False
-
-
-def kill9(c: Cluster, rng: random.Random) -> str:
-    # Caught holding claims, whenever possible: the case that tests recovery.
-    slot = c.random_slot(rng)
-    holding = c.freeze_holding_claims(slot, rng)
-    c.kill(slot, signal.SIGKILL)
-    c.start_beat(slot)
-    return f"kill -9 beat {slot}{' holding claims' if holding else ''}, restarted"
-
-
-def sigterm(c: Cluster, rng: random.Random) -> str:
-    slot = c.random_slot(rng)
-    c.kill(slot, signal.SIGTERM)
-    c.start_beat(slot)
-    return f"SIGTERM beat {slot}, restarted"
-
-
-def redis_restart(c: Cluster, rng: random.Random) -> str:
-    c.restart_store()
-    return "kill -9 redis-server, restarted from the AOF"
-
-
-def _proxy(c: Cluster) -> TcpProxy:
-    return c.proxies[0]
-
-
-def partition_drop(c: Cluster, rng: random.Random) -> str:
-    # Longer than the lease, so the other beats take the cut-off beat's claims over.
-    seconds = c.settings.lease_seconds + rng.uniform(1, 3)
-    _proxy(c).drop()
-    time.sleep(seconds)
-    _proxy(c).heal()
-    return f"partition beat 0 (drop) {seconds:.1f} s"
-
-
-def partition_stall(c: Cluster, rng: random.Random) -> str:
-    # Redis runs the next claim but its reply is held past the lease (yet within the socket
-    # timeout): the beat must not send what other beats have taken over meanwhile.
-    seconds = c.settings.lease_seconds * rng.uniform(1.1, 1.6)
-    k = c.keys
-    # The claim script is the one called with the schedule key and then the entries key.
-    claim = re.compile(
-        re.escape(k.schedule.encode()) + rb"\r\n\$\d+\r\n" + re.escape(k.entries.encode())
-    )
-    _proxy(c).stall_replies(lambda request: claim.search(request) is not None)
-    time.sleep(seconds)
-    _proxy(c).heal()
-    return f"partition beat 0 (claim reply held) {seconds:.1f} s"
-
-
-def broker_stall(c: Cluster, rng: random.Random) -> str:
-    # The broker takes beat 0's messages but its replies are held for longer than a lease:
-    # the beat is stuck mid-batch, still alive. It renews its claims meanwhile, so no other
-    # beat takes over and sends them a second time.
-    seconds = c.settings.lease_seconds * rng.uniform(1.3, 1.6)
-    c.broker_proxies[0].stall_replies()
-    time.sleep(seconds)
-    c.broker_proxies[0].heal()
-    return f"broker replies to beat 0 held {seconds:.1f} s"
-
-
-def partition_slow(c: Cluster, rng: random.Random) -> str:
-    latency = rng.uniform(0.1, 0.4)
-    _proxy(c).slow(latency)
-    time.sleep(4)
-    _proxy(c).heal()
-    return f"slow link to beat 0 (+{latency * 1000:.0f} ms per chunk) 4 s"
-
-
-def sentinel_failover(c: Cluster, rng: random.Random) -> str:
-    group = c.sentinel
-    assert group is not None
-    if rng.random() < 0.5:
-        # Sentinel refuses (NOGOODSLAVE) until its last look at the replica restored by the
-        # previous fault is recent enough: ask again until it accepts.
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                group.failover()
-                break
-            except redis.ResponseError as exc:
-                if "NOGOODSLAVE" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
-        what = "SENTINEL FAILOVER"
-    else:
-        group.kill_master()
-        what = "kill -9 the master"
-    group.restore(60)  # the old master back as a replica, every sentinel in agreement
-    return what
-
-
-def mixed(c: Cluster, rng: random.Random) -> str:
-    fault = rng.choice([kill9, sigterm, redis_restart, partition_drop, partition_stall])
-    return fault(c, rng)
 
 
 SCENARIOS = {
@@ -219,6 +118,17 @@ class Outcome:
     load: tuple[float, float] = (0.0, 0.0)
 
 
+@dataclass
+class Injected:
+    """The faults one run injected: what each did, when each ran (ms), widened by a lease
+    either side (where a late claim may coalesce occurrences into the last one due), and
+    the beat slots they left empty."""
+
+    faults: list[str] = field(default_factory=list)
+    outages: list[tuple[int, int]] = field(default_factory=list)
+    killed: set[int] = field(default_factory=set)
+
+
 def run(
     scenario: Scenario,
     profile: Profile,
@@ -235,15 +145,7 @@ def run(
     cluster = Cluster(directory, settings)
     reader: QueueReader | None = None
     try:
-        cluster.start_servers()
-        if scenario.proxied:
-            cluster.proxies[0] = TcpProxy(cluster.store_server.port).start()
-        if scenario.broker_proxied:
-            cluster.broker_proxies[0] = TcpProxy(cluster.broker_server.port).start()
-        if scenario.skew:
-            cluster.skews[0] = scenario.skew
-            if scenario.name == "mixed" and profile.beats > 2:
-                cluster.skews[1] = "-90s"
+        _start(cluster, scenario, profile)
         reader = QueueReader(cluster.broker_server.url(0)).start()
         cluster.start_beats(profile.beats)
         store = cluster.store()
@@ -252,54 +154,12 @@ def run(
         first = store.now_ms() + 3000
         end = first + int(profile.seconds * 1000)
         workload.load(profile.entries, profile.one_offs, first, end)
-        stop_edits = threading.Event()
-        editor = threading.Thread(
-            target=_edit_loop, args=(workload, profile, stop_edits), name="chaos-edits"
-        )
-        editor.start()
-        faults: list[str] = []
-        #: When each fault ran (ms), widened by a lease either side: where a late claim may
-        #: coalesce occurrences into the last one due.
-        outages: list[tuple[int, int]] = []
-        lease_ms = int(settings.lease_seconds * 1000)
-        killed: set[int] = set()
-        try:
-            while time.time() * 1000 < end - profile.fault_every * 500:
-                time.sleep(rng.uniform(0.5, 1.5) * profile.fault_every)
-                if scenario.fault is not None and time.time() * 1000 < end:
-                    slots_before = list(cluster.slots)
-                    began = time.time_ns() // 1_000_000
-                    faults.append(scenario.fault(cluster, rng))
-                    ended = time.time_ns() // 1_000_000
-                    outages.append((began - lease_ms, ended + lease_ms + FAULT_LATE_MARGIN_MS))
-                    killed |= {i for i in slots_before if i not in cluster.slots}
-        finally:
-            stop_edits.set()
-            editor.join()
+        injected = _inject(scenario, profile, cluster, workload, rng, end)
         for proxy in cluster.proxies.values():
             proxy.heal()
-        window = (first, store.now_ms())
-        # An acknowledged write the store no longer holds (an asynchronous failover) makes
-        # the timeline wrong for that entry: it is counted, and the entry is not judged.
-        lost = frozenset(lost_writes(store, timeline))
-
-        def verdict(deliveries: list[Delivery]) -> Verdict:
-            return judge(
-                scenario.name,
-                settings.prefix,
-                timeline,
-                deliveries,
-                window=window,
-                slack_ms=int(settings.lease_seconds * 1000 + 2000),
-                faults=len(faults),
-                ignore=lost,
-                outages=outages,
-            )
-
+        verdict = _judging(scenario, settings, store, timeline, (first, store.now_ms()), injected)
         # Give what fell due before the end its time to arrive (a lease and a wake-up).
-        deadline = time.monotonic() + settings.lease_seconds + 12
-        while verdict(reader.snapshot()).missed and time.monotonic() < deadline:
-            time.sleep(0.5)
+        _wait_while_missing(verdict, reader, settings.lease_seconds + 12)
         store.close()
         cluster.beats.stop_all()
         codes = cluster.exit_codes()
@@ -307,60 +167,111 @@ def run(
         reader = None
         load = (load_before, os.getloadavg()[0])
         problems = rules(result, scenario, settings, quiet_bound(max(load)))
-        crashed = [i for i, code in enumerate(codes) if code not in (0, None) and i not in killed]
-        for i in crashed:
-            tail = cluster.beats.beats[i].output().splitlines()[-15:]
-            problems.append(f"beat process {i} exited with {codes[i]}: " + "\n".join(tail))
+        problems += _crashed(cluster, codes, injected.killed)
         if problems:
             (directory / "beats.log").write_text(cluster.beat_logs())
-        return Outcome(result, problems, faults, workload.edits, scenario.measure_only, load)
+        return Outcome(
+            result, problems, injected.faults, workload.edits, scenario.measure_only, load
+        )
     finally:
         if reader is not None:
             reader.stop()
         cluster.stop()
 
 
+def _start(cluster: Cluster, scenario: Scenario, profile: Profile) -> None:
+    """The servers, with the proxies and clock skews the scenario puts its beats behind."""
+    cluster.start_servers()
+    if scenario.proxied:
+        cluster.proxies[0] = TcpProxy(cluster.store_server.port).start()
+    if scenario.broker_proxied:
+        cluster.broker_proxies[0] = TcpProxy(cluster.broker_server.port).start()
+    if scenario.skew:
+        cluster.skews[0] = scenario.skew
+        if scenario.name == "mixed" and profile.beats > 2:
+            cluster.skews[1] = "-90s"
+
+
+def _inject(
+    scenario: Scenario,
+    profile: Profile,
+    cluster: Cluster,
+    workload: Workload,
+    rng: random.Random,
+    end: int,
+) -> Injected:
+    """Edit the schedule and inject faults at random moments until shortly before ``end``."""
+    stop_edits = threading.Event()
+    editor = threading.Thread(
+        target=_edit_loop, args=(workload, profile, stop_edits), name="chaos-edits"
+    )
+    editor.start()
+    injected = Injected()
+    lease_ms = int(cluster.settings.lease_seconds * 1000)
+    try:
+        while time.time() * 1000 < end - profile.fault_every * 500:
+            time.sleep(rng.uniform(0.5, 1.5) * profile.fault_every)
+            if scenario.fault is not None and time.time() * 1000 < end:
+                slots_before = list(cluster.slots)
+                began = time.time_ns() // 1_000_000
+                injected.faults.append(scenario.fault(cluster, rng))
+                ended = time.time_ns() // 1_000_000
+                outage = (began - lease_ms, ended + lease_ms + FAULT_LATE_MARGIN_MS)
+                injected.outages.append(outage)
+                injected.killed |= {i for i in slots_before if i not in cluster.slots}
+    finally:
+        stop_edits.set()
+        editor.join()
+    return injected
+
+
+def _judging(
+    scenario: Scenario,
+    settings: Settings,
+    store: ScheduleStore,
+    timeline: Timeline,
+    window: tuple[int, int],
+    injected: Injected,
+) -> Callable[[list[Delivery]], Verdict]:
+    """The checker's verdict on a list of deliveries, for this run's window and faults."""
+    # An acknowledged write the store no longer holds (an asynchronous failover) makes
+    # the timeline wrong for that entry: it is counted, and the entry is not judged.
+    lost = frozenset(lost_writes(store, timeline))
+
+    def verdict(deliveries: list[Delivery]) -> Verdict:
+        return judge(
+            scenario.name,
+            settings.prefix,
+            timeline,
+            deliveries,
+            window=window,
+            slack_ms=int(settings.lease_seconds * 1000 + 2000),
+            faults=len(injected.faults),
+            ignore=lost,
+            outages=injected.outages,
+        )
+
+    return verdict
+
+
+def _wait_while_missing(
+    verdict: Callable[[list[Delivery]], Verdict], reader: QueueReader, seconds: float
+) -> None:
+    deadline = time.monotonic() + seconds
+    while verdict(reader.snapshot()).missed and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
+def _crashed(cluster: Cluster, codes: list[int | None], killed: set[int]) -> list[str]:
+    """A problem for each beat that exited on its own with an error, with its log's tail."""
+    problems = []
+    crashed = [i for i, code in enumerate(codes) if code not in (0, None) and i not in killed]
+    for i in crashed:
+        tail = cluster.beats.beats[i].output().splitlines()[-15:]
+        problems.append(f"beat process {i} exited with {codes[i]}: " + "\n".join(tail))
+    return problems
+
+
 def _edit_loop(workload: Workload, profile: Profile, stop: threading.Event) -> None:
     while not stop.wait(1 / profile.edits_per_second):
         workload.edit()
-
-
-def quiet_bound(load: float, cores: int | None = None) -> int:
-    """The lateness allowed without faults (ms) on a host with this 1-minute load average:
-    sending is CPU work, so a host whose runnable processes outnumber its cores k to 1 makes
-    it k times slower (measured beside `stress-ng --cpu 2`, load 5 to 9 on 2 cores: 241 to
-    1,035 ms)."""
-    oversubscribed = load / (cores or os.cpu_count() or 1)
-    return int(QUIET_LATE_MS * max(1.0, oversubscribed))
-
-
-def rules(
-    v: Verdict, scenario: Scenario, settings: Settings, quiet_ms: int = QUIET_LATE_MS
-) -> list[str]:
-    """The guarantees, as checks on the checker's verdict; ``quiet_ms`` is the lateness
-    allowed without faults (see quiet_bound)."""
-    problems = []
-    if v.early_ms < -EARLY_TOLERANCE_MS:
-        problems.append(f"an occurrence arrived {-v.early_ms} ms early")
-    if scenario.measure_only:
-        return problems
-    if v.repeated_other_id:
-        problems.append(
-            f"{v.repeated_other_id} sends under another task id, e.g. {v.other_id_examples}"
-        )
-    if v.writes_lost:
-        problems.append(f"{v.writes_lost} acknowledged writes lost")
-    if v.missed:
-        problems.append(f"{v.missed} occurrences missed, e.g. {v.missed_examples}")
-    if v.bad_expiry:
-        problems.append(f"{v.bad_expiry} messages with an expiry off the shared clock")
-    if not scenario.may_repeat and v.repeated_same_id:
-        problems.append(f"{v.repeated_same_id} repeats with the same task id")
-    if scenario.may_repeat and v.repeated_same_id > settings.batch_size * max(1, v.faults):
-        problems.append(f"{v.repeated_same_id} repeats: more than one batch per fault")
-    bound = quiet_ms
-    if scenario.fault is not None:
-        bound = int(settings.lease_seconds * 1000) + FAULT_LATE_MARGIN_MS
-    if v.late_max_ms > bound:
-        problems.append(f"an occurrence arrived {v.late_max_ms} ms late (bound {bound} ms)")
-    return problems

@@ -1,0 +1,61 @@
+"""The benchmark scenarios: each runs every scheduler in turn on the same rig and workload.
+
+Every scenario returns a :class:`Table`: one row per scheduler and setting, the numbers the
+docs quote, and the series its chart draws.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from ..harness import Rig
+from .editing import edit_latency
+from .failover import failover
+from .profiles import DCB, FULL, PROFILES, QUICK, REDBEAT, REDISBEAT, SMOKE, Profile, Table
+from .storage import idle, size
+from .throughput import capacity, round_trips, scale_out
+
+__all__ = [
+    "DCB",
+    "FULL",
+    "PROFILES",
+    "QUICK",
+    "REDBEAT",
+    "REDISBEAT",
+    "SCENARIOS",
+    "SMOKE",
+    "Profile",
+    "Table",
+    "run",
+]
+
+SCENARIOS = ("capacity", "round-trips", "scale-out", "size", "edit-latency", "idle", "failover")
+
+
+def run(rig: Rig, profile: Profile, schedulers: list[str], only: list[str]) -> list[Table]:
+    """Run the scenarios in ``only`` (all when empty) for ``schedulers``."""
+    wanted = set(only or SCENARIOS)
+    tables: list[Table] = []
+    cap: Table | None = None
+    steps: list[tuple[str, Callable[[], Table]]] = [
+        ("capacity", lambda: capacity(rig, profile, schedulers)),
+        ("round-trips", lambda: round_trips(rig, profile, schedulers)),
+        ("scale-out", lambda: scale_out(rig, profile, schedulers, cap or Table("", "", []))),
+        ("size", lambda: size(rig, profile, schedulers)),
+        ("edit-latency", lambda: edit_latency(rig, profile, schedulers)),
+        ("idle", lambda: idle(rig, profile, schedulers)),
+        ("failover", lambda: failover(rig, profile, schedulers)),
+    ]
+    for name, step in steps:
+        if name not in wanted:
+            continue
+        began = time.monotonic()
+        print(f"[{name}] ...", flush=True)
+        table = step()
+        if name == "capacity":
+            cap = table
+        table.notes.append(f"Scenario time: {time.monotonic() - began:.0f} s.")
+        tables.append(table)
+        print(f"[{name}] done in {time.monotonic() - began:.0f} s", flush=True)
+    return tables

@@ -1,0 +1,158 @@
+"""How the scenarios measure: placing a workload ahead of its beats, waiting for a run's
+steady state, offering a rate and reading what arrived and what it cost, and the rate row
+that capacity and scale-out both print."""
+
+from __future__ import annotations
+
+import time
+
+from ..adapters import Adapter, Spec, now_ms
+from ..harness import BeatProcess, Rig, specs_for
+from ..judging import Fires, judge, rounded
+from .profiles import LOAD_RATE, MAX_ENTRIES, REDISBEAT, START_S, Profile
+
+#: The longest a scheduler's beats may take to send their first message (start-up on a
+#: loaded machine: Django's setup, imports); a run that sends nothing by then measures 0/s.
+FIRST_SEND_MS = 60_000
+
+RATE_COLUMNS = [
+    "scheduler",
+    "beats",
+    "offered/s",
+    "sustained/s",
+    "late p50 ms",
+    "late p99 ms",
+    "late max ms",
+    "drift",
+    "missed",
+    "doubles",
+    "off grid",
+    "beat CPU s / 1000",
+    "store cmds / fire",
+    "steady after s",
+]
+
+
+def lead_ms(adapter: Adapter, count: int) -> int:
+    """How far ahead to place the first occurrence of ``count`` entries about to be loaded."""
+    return int((START_S + count / LOAD_RATE.get(adapter.name, 1_500)) * 1000)
+
+
+def fresh(rig: Rig, name: str, via_proxy: bool = False) -> Adapter:
+    """The adapter ``name`` with nothing stored and the broker queue drained: every
+    scheduler starts a scenario from the same empty state."""
+    adapter = rig.adapter(name, via_proxy=via_proxy)
+    adapter.clear()
+    rig.drain()
+    return adapter
+
+
+def cold_specs(count: int) -> list[Spec]:
+    """``count`` entries due every hour, the first in half an hour: stored, never sent while
+    a scenario measures."""
+    return specs_for(count, 3600, now_ms() + 1800_000, prefix="c")
+
+
+def asleep(adapter: Adapter) -> int:
+    """Store 1,000 cold entries, so the beats sleep; how many beats to start (two where two
+    can both work)."""
+    adapter.load(cold_specs(1000))
+    return 2 if adapter.max_active_beats > 1 else 1
+
+
+def measure_rate(
+    rig: Rig, adapter: Adapter, rate: int, beats: int, profile: Profile
+) -> tuple[Fires, dict[str, float]]:
+    """Offer ``rate`` fires/s to ``beats`` beats; what arrived, and what it cost."""
+    period = min(profile.period, MAX_ENTRIES / rate)
+    count = max(1, round(rate * period))
+    adapter.clear()
+    rig.drain()
+    start = now_ms() + lead_ms(adapter, count)
+    specs = specs_for(count, period, start)
+    began = time.monotonic()
+    adapter.load(specs)
+    load_s = time.monotonic() - began
+    # redisbeat's entry cache holds every entry that fires (its default holds 10,000).
+    cache = {"BENCH_REDISBEAT_CACHE": str(max(10_000, count))} if adapter.name == REDISBEAT else {}
+    procs = rig.start_beats(adapter, beats, **cache)
+    first = max(start, now_ms())
+    w0 = steady(rig, first, period, count)
+    w1 = w0 + int(profile.window * 1000)
+    cpu0, cmds0 = _cpu(procs), rig.store_commands()
+    sleep_until(w1)
+    cpu1, cmds1 = _cpu(procs), rig.store_commands()
+    # Late arrivals of what was due in the window still count, up to a period.
+    sleep_until(w1 + int(min(period, 5) * 1000))
+    alive = all(p.alive() for p in procs)
+    rig.stop_beats()
+    assert rig.sink is not None
+    fires = judge(specs, rig.sink.arrivals(), (w0, w1))
+    sent = max(1, fires.arrived_in_window)
+    cost = {
+        "load_s": load_s,
+        "steady_s": (w0 - first) / 1000,
+        "cpu_per_1000": (cpu1 - cpu0) / sent * 1000,
+        "store_cmds_per_fire": (cmds1.total() - cmds0.total()) / sent,
+        "beats_alive": float(alive),
+    }
+    return fires, cost
+
+
+def _cpu(procs: list[BeatProcess]) -> float:
+    return sum(p.cpu_seconds() for p in procs if p.alive())
+
+
+def steady(rig: Rig, start: int, period: float, count: int) -> int:
+    """When a run reaches its steady state, at most four periods after its first message
+    arrived: at least one period in, once as many messages arrived as there are entries (a
+    scheduler that falls behind sends each entry once per round), and, where messages carry
+    their due time, once the latest is less than 100 ms late (a backlog from the first round
+    is worked off). Counting from the first message rather than the start keeps a beat's
+    start-up on a loaded machine out of the window, for every scheduler alike."""
+    assert rig.sink is not None
+    while rig.sink.count() == 0 and now_ms() < start + FIRST_SEND_MS:
+        time.sleep(0.05)
+    first = rig.sink.latest()
+    begun = max(start, first.arrived_ms if first is not None else now_ms())
+    sleep_until(begun + int(period * 1000))
+    deadline = begun + int(4 * period * 1000)
+    while now_ms() < deadline:
+        latest = rig.sink.latest()
+        if (
+            rig.sink.count() >= count
+            and latest is not None
+            and (latest.due_header is None or latest.arrived_ms - latest.due_header < 100)
+        ):
+            break
+        time.sleep(0.05)
+    return now_ms()
+
+
+def sleep_until(ms: int) -> None:
+    delay = (ms - now_ms()) / 1000
+    if delay > 0:
+        time.sleep(delay)
+
+
+def keeps_up(fires: Fires, rate: int) -> bool:
+    return fires.fires_per_s >= 0.95 * rate and fires.missed <= 0.01 * max(1, fires.due)
+
+
+def rate_row(name: str, rate: int, beats: int, fires: Fires, cost: dict[str, float]) -> dict:
+    return {
+        "scheduler": name,
+        "beats": beats,
+        "offered/s": rate,
+        "sustained/s": round(fires.fires_per_s),
+        "late p50 ms": rounded(fires.late(0.5), 1),
+        "late p99 ms": rounded(fires.late(0.99), 1),
+        "late max ms": max(fires.lateness_ms, default=None),
+        "drift": rounded(fires.drift_ratio, 5),
+        "missed": fires.missed,
+        "doubles": fires.doubles,
+        "off grid": fires.off_grid,
+        "beat CPU s / 1000": round(cost["cpu_per_1000"], 3),
+        "store cmds / fire": round(cost["store_cmds_per_fire"], 2),
+        "steady after s": round(cost["steady_s"], 1),
+    }

@@ -1,0 +1,100 @@
+"""What a benchmark run is sized by: the schedulers' names, the profiles (smoke, quick, full),
+the constants every scenario shares, and the :class:`Table` each scenario returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+REDISBEAT = "redisbeat"
+REDBEAT = "celery-redbeat"
+DCB = "django-celery-beat"
+#: Entries each scheduler's loader writes per second, at worst: how far ahead a workload's
+#: first occurrence is placed, so that every entry is still ahead when its beat starts.
+LOAD_RATE = {REDISBEAT: 3_500, REDBEAT: 2_500, DCB: 1_500}
+#: The most entries a capacity step stores: above that, the period shortens instead.
+MAX_ENTRIES = 50_000
+#: Seconds for beats to start (imports, connecting, first tick) before the first occurrence.
+START_S = 4.0
+#: redisbeat's default lease (redisbeat_lease_seconds).
+LEASE_S = 30
+#: Celery's default beat_max_loop_interval, used by the idle scenario.
+IDLE_MAX_INTERVAL = 300
+#: Edit latency: a new entry is due this long after the call that stores it.
+DUE_AFTER_MS = 250
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    #: Capacity: entries' period and the measuring window, seconds.
+    period: float
+    window: float
+    #: Offered rates tried per scheduler, in order, until one falls behind.
+    rates: dict[str, tuple[int, ...]]
+    scale_beats: tuple[int, ...]
+    #: Stored entries per scheduler for the size scenario.
+    sizes: dict[str, tuple[int, ...]]
+    edits: dict[str, int]
+    idle_seconds: float
+
+
+QUICK = Profile(
+    "quick",
+    period=10,
+    window=10,
+    rates={
+        REDISBEAT: (100, 1_000, 5_000, 10_000),
+        REDBEAT: (100, 1_000),
+        DCB: (100, 1_000),
+    },
+    scale_beats=(1, 2),
+    sizes={REDISBEAT: (10_000, 100_000), REDBEAT: (10_000, 100_000), DCB: (10_000,)},
+    edits={REDISBEAT: 30, REDBEAT: 5, DCB: 5},
+    idle_seconds=15,
+)
+FULL = Profile(
+    "full",
+    period=10,
+    window=30,
+    rates={
+        REDISBEAT: (100, 1_000, 2_000, 5_000, 10_000, 15_000, 20_000, 30_000),
+        REDBEAT: (100, 500, 1_000, 5_000),
+        DCB: (100, 500, 1_000),
+    },
+    scale_beats=(1, 2, 4),
+    sizes={
+        REDISBEAT: (10_000, 100_000, 1_000_000),
+        REDBEAT: (10_000, 100_000),
+        DCB: (10_000, 100_000),
+    },
+    edits={REDISBEAT: 200, REDBEAT: 30, DCB: 30},
+    idle_seconds=60,
+)
+#: Every scenario at a toy size: what the test suite runs to check the harness works.
+SMOKE = Profile(
+    "smoke",
+    period=2,
+    window=2,
+    rates={REDISBEAT: (50,), REDBEAT: (50,), DCB: (20,)},
+    scale_beats=(1, 2),
+    sizes={REDISBEAT: (1_000,), REDBEAT: (1_000,), DCB: (1_000,)},
+    edits={REDISBEAT: 3, REDBEAT: 2, DCB: 2},
+    idle_seconds=3,
+)
+PROFILES = {p.name: p for p in (SMOKE, QUICK, FULL)}
+
+
+@dataclass
+class Table:
+    """One scenario's results."""
+
+    scenario: str
+    title: str
+    columns: list[str]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    #: What the chart draws: series name -> [(x, y)], with its axis labels.
+    series: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    axes: tuple[str, str] = ("", "")
+    log_axes: bool = False

@@ -1,0 +1,129 @@
+"""The throughput scenarios: how many fires per second one beat sustains (capacity), what
+each costs in store round trips, and how far more redisbeat beats go (scale-out)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..adapters import now_ms
+from ..harness import Rig, specs_for
+from ..judging import judge
+from .measure import (
+    RATE_COLUMNS,
+    fresh,
+    keeps_up,
+    lead_ms,
+    measure_rate,
+    rate_row,
+    sleep_until,
+)
+from .profiles import DCB, MAX_ENTRIES, REDISBEAT, Profile, Table
+
+
+def capacity(rig: Rig, profile: Profile, schedulers: list[str]) -> Table:
+    table = Table(
+        "capacity",
+        "Capacity: one beat, rising offered rates",
+        RATE_COLUMNS,
+        axes=("offered fires/s", "sustained fires/s"),
+        log_axes=True,
+    )
+    for name in schedulers:
+        adapter = rig.adapter(name)
+        for rate in profile.rates[name]:
+            fires, cost = measure_rate(rig, adapter, rate, 1, profile)
+            table.rows.append(rate_row(name, rate, 1, fires, cost))
+            table.series.setdefault(name, []).append((rate, fires.fires_per_s))
+            if not keeps_up(fires, rate):
+                table.notes.append(f"{name} falls behind at {rate:,} fires/s offered.")
+                break
+        adapter.clear()
+    table.notes.append(
+        f"Interval entries every {profile.period:g} s (fewer seconds above "
+        f"{MAX_ENTRIES // int(profile.period):,} fires/s, so that at most {MAX_ENTRIES:,} are "
+        "stored), spread evenly over the period, redisbeat's `redisbeat_entry_cache_size` "
+        "raised to the number of entries when above its default; "
+        f"measured over {profile.window:g} s from the steady state (see How it measures). "
+        "Lateness is arrival minus due time, the due time being redisbeat's `redisbeat_due` "
+        "header checked against the entry's grid, or for the others the grid point at or "
+        "before the arrival."
+    )
+    return table
+
+
+def round_trips(rig: Rig, profile: Profile, schedulers: list[str]) -> Table:
+    """Store round trips per batch and per fire, counted by a TCP proxy, at 100 fires/s."""
+    table = Table(
+        "round-trips",
+        "Store round trips, counted on the wire (100 fires/s, one beat)",
+        ["scheduler", "fires", "round trips / fire", "claims", "round trips / claim batch"],
+    )
+    for name in schedulers:
+        if name == DCB:
+            table.rows.append({"scheduler": name, "round trips / fire": "PostgreSQL"})
+            continue
+        table.rows.append(_round_trips_of(rig, profile, name))
+    table.notes.append(
+        "A round trip is one request the beat writes to the store's socket (a pipeline is one). "
+        "For redisbeat a claim batch is one run of the claim script (counted by its "
+        "ZRANGEBYSCORE); the trips include heartbeats and wake-ups."
+    )
+    return table
+
+
+def _round_trips_of(rig: Rig, profile: Profile, name: str) -> dict[str, Any]:
+    """One scheduler's row: its beat reaches the store through a proxy that counts requests."""
+    adapter = fresh(rig, name, via_proxy=True)
+    proxy = rig.proxies[-1]
+    count = round(100 * profile.period)
+    start = now_ms() + lead_ms(adapter, count)
+    specs = specs_for(count, profile.period, start)
+    adapter.load(specs)
+    rig.start_beats(adapter, 1)
+    w0 = max(start, now_ms()) + int(profile.period * 1000)
+    sleep_until(w0)
+    trips0, cmds0 = proxy.requests, rig.store_commands()
+    sleep_until(w0 + int(profile.window * 1000))
+    trips, cmds = proxy.requests - trips0, rig.store_commands() - cmds0
+    rig.stop_beats()
+    assert rig.sink is not None
+    fires = judge(specs, rig.sink.arrivals(), (w0, w0 + int(profile.window * 1000)))
+    sent = max(1, fires.arrived_in_window)
+    claims = cmds.get("zrangebyscore", 0) if name == REDISBEAT else 0
+    adapter.clear()
+    return {
+        "scheduler": name,
+        "fires": fires.arrived_in_window,
+        "round trips / fire": round(trips / sent, 2),
+        "claims": claims or "",
+        "round trips / claim batch": round(trips / claims, 2) if claims else "",
+    }
+
+
+def scale_out(rig: Rig, profile: Profile, schedulers: list[str], capacity_table: Table) -> Table:
+    table = Table(
+        "scale-out",
+        "Scale-out: redisbeat with more beats at the same offered rate",
+        [*RATE_COLUMNS, "vs one beat"],
+        axes=("beats", "sustained fires/s"),
+    )
+    if REDISBEAT not in schedulers:
+        return table
+    # Twice what one beat sustained: more than one beat can do.
+    kept = [r["sustained/s"] for r in capacity_table.rows if r["scheduler"] == REDISBEAT]
+    rate = 2 * max(kept) if kept else max(profile.rates[REDISBEAT])
+    adapter = rig.adapter(REDISBEAT)
+    base = None
+    for beats in profile.scale_beats:
+        fires, cost = measure_rate(rig, adapter, rate, beats, profile)
+        row = rate_row(REDISBEAT, rate, beats, fires, cost)
+        base = base or fires.fires_per_s
+        row["vs one beat"] = round(fires.fires_per_s / base, 2) if base else ""
+        table.rows.append(row)
+        table.series.setdefault(REDISBEAT, []).append((beats, fires.fires_per_s))
+    adapter.clear()
+    table.notes.append(
+        f"Offered {rate:,} fires/s, twice the most one beat sustained in the capacity run. "
+        "celery-redbeat and django-celery-beat run one active beat whatever is started."
+    )
+    return table
