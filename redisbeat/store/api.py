@@ -13,6 +13,9 @@ from dataclasses import replace
 from itertools import islice
 from typing import Any, cast
 
+import redis
+from redis.exceptions import AskError
+
 from ..config import Config
 from ..errors import CorruptEntry, EntryNotFound, OwnershipError, RedisBeatError
 from ..schedule.clock import MAX_MS, valid_ms
@@ -107,13 +110,21 @@ class ScheduleStore(BeatCalls, ChangeFeed):
         raise RedisBeatError(f"entries changed concurrently too often: {sorted(pending)[:5]}")
 
     def _read_for_write(self, names: list[str]) -> tuple[int, list[Any], list[Any]]:
-        """The Redis clock, the stored definitions and the schedule scores, in one round trip."""
-        pipe = self.client.pipeline(transaction=False)
-        pipe.time()
-        pipe.hmget(self.keys.entries, names)
-        for name in names:
-            pipe.zscore(self.keys.schedule, name)
-        now_reply, olds, *scores = pipe.execute(raise_on_error=False)
+        """The Redis clock, the stored definitions and the schedule scores, in one round trip
+        (to the server of the schedule: its clock is the one the scripts read)."""
+
+        def read(node: redis.Redis) -> list[Any]:
+            pipe = node.pipeline(transaction=False)
+            pipe.time()
+            pipe.hmget(self.keys.entries, names)
+            for name in names:
+                pipe.zscore(self.keys.schedule, name)
+            replies: list[Any] = pipe.execute(raise_on_error=False)
+            if isinstance(replies[1], AskError):
+                raise replies[1]  # the slot moved: read again where it is
+            return replies
+
+        now_reply, olds, *scores = self.connection.on_node(self.keys.schedule, read)
         for reply in (now_reply, olds):
             if isinstance(reply, Exception):
                 raise reply

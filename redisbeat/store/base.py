@@ -66,7 +66,7 @@ class StoreBase:
     @translated
     def now_ms(self) -> int:
         """The Redis clock of the server holding the schedule, the one clock beats share."""
-        seconds, micros = self.connection.node(self.keys.schedule).time()
+        seconds, micros = self.connection.on_node(self.keys.schedule, lambda node: node.time())
         return int(seconds) * 1000 + int(micros) // 1000
 
     @translated

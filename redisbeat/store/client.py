@@ -9,16 +9,20 @@ that owns the key's slot, so a script and the ``WAIT`` after it share one connec
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import redis
 from redis.cluster import ClusterNode, RedisCluster
-from redis.exceptions import AskError, NoPermissionError
+from redis.exceptions import AskError, ClusterDownError, NoPermissionError
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
 from ..config import Config
 from ..urls import ClusterURL
 from .errors import RedisTrouble, StoreRefused
+
+T = TypeVar("T")
+#: How many MOVED or ASK replies one call follows (a slot moves once; a second is rare).
+MAX_REDIRECTS = 3
 
 
 class Connection:
@@ -76,12 +80,37 @@ class Connection:
             return client.get_redis_connection(client.get_node_from_key(key))
         return client
 
+    def on_node(self, key: str, read: Callable[[redis.Redis], T]) -> T:
+        """``read(node)`` on the server that serves ``key``; again on the server a MOVED or
+        ASK names. On a cluster, a lost connection makes it learn the slots again and read
+        once more, from a promoted replica (reads only: running one twice is harmless)."""
+        node = self.node(key)
+        lost = False
+        for _ in range(MAX_REDIRECTS):
+            try:
+                return read(node)
+            except AskError as exc:
+                node = self.redirected(exc)
+            except (redis.ConnectionError, redis.TimeoutError, ClusterDownError):
+                if lost or not self.is_cluster:
+                    raise
+                lost = True
+                self.refresh()
+                node = self.node(key)
+        return read(node)
+
+    def refresh(self) -> None:
+        """Learn a cluster's slots again (a failover or a slot moved); nothing on one server."""
+        client = self._client
+        if isinstance(client, RedisCluster):
+            client.nodes_manager.initialize()
+
     def redirected(self, exc: AskError) -> redis.Redis:
         """After MOVED or ASK: learn the slots again; a client of the server named."""
         client = self.client
         if not isinstance(client, RedisCluster):
             raise exc  # one server that answers MOVED is a cluster node: see errors.py
-        client.nodes_manager.initialize()
+        self.refresh()
         node = client.get_node(host=exc.host, port=exc.port)
         if node is None:
             node = ClusterNode(exc.host, exc.port)

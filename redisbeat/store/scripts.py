@@ -134,7 +134,11 @@ class Runner:
                     pipe.execute_command("ASKING")  # type: ignore[no-untyped-call]
                 self._evalsha(pipe, calls[i])
             waited = None if wait == "none" else self.replicas.add_wait(pipe, wait == "strict")
-            out = pipe.execute(raise_on_error=False)
+            try:
+                out = pipe.execute(raise_on_error=False)
+            except (redis.ConnectionError, redis.TimeoutError):
+                self.connection.refresh()  # a failover: the next call finds the new master
+                raise
             acked = out.pop() if waited is not None else None
             if asking:
                 out = out[1::2]  # the ASKINGs' OKs
