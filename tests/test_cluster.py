@@ -221,3 +221,29 @@ def test_two_beats_on_a_cluster_send_every_occurrence_once_while_their_slot_move
         assert rig.node_for_key(store.keys.schedule) == target
 
     assert run_through(rig, broker_server, prefix, beats_for, move) == {}
+
+
+def test_a_change_wakes_beats_sleeping_on_a_cluster(
+    rig: ClusterRig, broker_server: RedisServer, prefix: str, beats_for: Any
+):
+    """The scripts publish on the shard's node; a beat may listen on any other."""
+    store = cluster_store(rig.url, prefix)
+    queue = redis.Redis.from_url(broker_server.url(1), decode_responses=True)
+    queue.delete("celery")
+    beats: Beats = beats_for(
+        broker_server, prefix, TEST_STORE_URL=rig.url, TEST_MAX_INTERVAL="60", TEST_HEARTBEAT="60"
+    )
+    try:
+        beats.start(2)
+        wait_until(lambda: len(store.beats()) == 2, 30, "both beats to register")
+        store.upsert(Entry("far", "proj.ping", Interval(3600)))  # first due in an hour
+        for _ in range(3):
+            wait_until(lambda: not store.state("far").running, 10, "the last run to finish")
+            store.run_now("far")
+            # Asleep for up to 60 s unless the change wakes one of them.
+            assert queue.brpop(["celery"], timeout=10) is not None
+        wait_until(lambda: store.state("far").total_run_count == 3, 10, "three runs recorded")
+    finally:
+        beats.stop_all()
+        store.close()
+        queue.close()
