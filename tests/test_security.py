@@ -32,6 +32,7 @@ from redisbeat.config import Config
 from redisbeat.errors import EntryNotFound
 from redisbeat.schedule.timing import from_ms
 from redisbeat.store.keys import Keys
+from redisbeat_testkit.cluster import ClusterRig
 from redisbeat_testkit.messages import read_queue
 from redisbeat_testkit.ports import free_port, wait_until
 from redisbeat_testkit.processes import Beats
@@ -296,10 +297,28 @@ def _with_password(rules: str, password: str) -> str:
 def documented_users() -> dict[str, DocumentedUser]:
     page = SECURITY_PAGE.read_text(encoding="utf-8")
     text = "\n".join(re.findall(r"^```text\n(.*?)^```", page, re.M | re.S))  # code blocks only
-    setusers = dict(re.findall(r"^ACL SETUSER (\w+) (.+?) *$", text, re.M))
+    # The line that makes a user starts with reset; others add to it (a cluster's needs).
+    setusers = {
+        name: rules
+        for name, rules in re.findall(r"^ACL SETUSER (\w+) (.+?) *$", text, re.M)
+        if rules.startswith("reset")
+    }
     lines = {m[1]: m[0].rstrip() for m in re.finditer(r"^user (\w+) .+$", text, re.M)}
     assert set(setusers) == set(lines) == {"beat", "editor"}, (setusers, lines)
     return {name: DocumentedUser(name, setusers[name], lines[name]) for name in setusers}
+
+
+def cluster_additions() -> dict[str, list[str]]:
+    """The documented SETUSER lines that only add to a user: what a Redis Cluster needs."""
+    page = SECURITY_PAGE.read_text(encoding="utf-8")
+    text = "\n".join(re.findall(r"^```text\n(.*?)^```", page, re.M | re.S))
+    found = {
+        name: rules.split()
+        for name, rules in re.findall(r"^ACL SETUSER (\w+) (.+?) *$", text, re.M)
+        if not rules.startswith("reset")
+    }
+    assert set(found) == {"beat", "editor"}, found
+    return found
 
 
 @dataclass
@@ -674,3 +693,39 @@ def test_hostile_definitions_are_never_executed_only_quarantined_or_sent_as_plai
     # The good entry kept firing: every occurrence in the window, once.
     assert all(len(messages[occurrence]) == 1 for occurrence in window)
     store.close()
+
+
+def test_a_beat_on_a_redis_cluster_needs_the_documented_acl_and_its_cluster_lines_only(
+    tmp_path: Path, beats_for: BeatsFor
+) -> None:
+    users, extra = documented_users(), cluster_additions()
+    password = secrets.token_hex(12)
+    broker = RedisServer(tmp_path / "broker")
+    broker.directory.mkdir()
+    broker.start()
+    queue = redis.Redis.from_url(broker.url(0), decode_responses=True)
+    with ClusterRig(parent=tmp_path) as rig:
+        nodes = [rig.node_client(port) for port in rig.masters()]
+        for node in nodes:
+            command(node, *users["beat"].setuser_args(password))
+            command(node, "ACL", "SETUSER", "beat", *extra["beat"])
+        admin = ScheduleStore.from_app(app_for(redisbeat_redis_url=rig.url))
+        admin.upsert(Entry("every-second", "proj.ping", Interval(1)))
+        admin.close()
+        for node in nodes:
+            node.config_resetstat()
+            command(node, "ACL", "LOG", "RESET")
+        url = rig.url.replace("redis-cluster://", f"redis-cluster://beat:{password}@")
+        beats = beats_for(broker, "redisbeat", TEST_BROKER_URL=broker.url(0), TEST_STORE_URL=url)
+        beat = beats.start(1)[0]
+        sent: list[Any] = []
+        wait_until(lambda: len(sent.__iadd__(read_queue(queue))) >= 3, 30, "three sends")
+        beats.stop_all()
+        assert beat.process.returncode == 0, beat.output()[-2000:]
+        for node in nodes:
+            stats = node.info("commandstats")
+            assert not {k: v for k, v in stats.items() if v["rejected_calls"]}, stats
+            denials = {_field(e, "object") for e in command(node, "ACL", "LOG")}
+            assert not denials - TOLERATED_REFUSALS, denials
+    queue.close()
+    broker.stop()
