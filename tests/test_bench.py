@@ -13,7 +13,7 @@ from pathlib import Path
 from benchmarks.bench.adapters import Spec, available
 from benchmarks.bench.harness import Rig
 from benchmarks.bench.judging import Arrival, judge
-from benchmarks.bench.report import BEGIN, END, versus, write
+from benchmarks.bench.report import BEGIN, END, SECTIONS, versus, write
 from benchmarks.bench.scenarios import SMOKE, run
 
 T0 = 1_800_000_000_000
@@ -84,6 +84,32 @@ def test_a_toy_run_of_every_scheduler_writes_tables_charts_and_the_docs(tmp_path
     assert "old" not in text and "### Summary" in text
     assert "(img/bench/capacity.png)" in text
     assert (page.parent / "img" / "bench" / "capacity.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_toy_cluster_run_measures_redisbeat_on_one_redis_and_on_a_cluster_into_its_section(
+    tmp_path: Path,
+) -> None:
+    with Rig(tmp_path / "rig") as rig:
+        (table,) = run(rig, SMOKE, ["redisbeat"], ["cluster"])
+    assert [(r["store"], r["beats"]) for r in table.rows] == [
+        (store, beats)
+        for store in ("one Redis", "cluster, 3 masters")
+        for beats in SMOKE.cluster_beats
+    ]
+    for row in table.rows:
+        assert row["sustained/s"] > 0 and row["doubles"] == 0 and row["off grid"] == 0
+        assert row["Redis cmds / fire"] > 0 and row["Redis CPU ms / 1000 fires"] > 0
+    assert not list((tmp_path / "rig").glob("redis-cluster-*")), "the cluster was stopped"
+
+    begin, end = SECTIONS["cluster"]
+    page = tmp_path / "docs" / "benchmarks.md"
+    page.parent.mkdir()
+    page.write_text(f"# Benchmarks\n\n{BEGIN}\nold\n{END}\n\n## Cluster\n\n{begin}\nold\n{end}\n")
+    write([table], tmp_path / "results", "2026-01-01", "smoke", page)
+    text = page.read_text()
+    latest, section = text.split("## Cluster")
+    assert "old" not in text and "### Summary" in latest and "Redis Cluster" not in latest
+    assert "### Redis Cluster" in section and "(img/bench/cluster.png)" in section
 
 
 def test_the_summary_says_how_redisbeat_compares_whichever_way_it_goes() -> None:

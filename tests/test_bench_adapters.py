@@ -21,6 +21,7 @@ from benchmarks.bench.adapters import (
     Adapter,
     DjangoCeleryBeatAdapter,
     RedbeatAdapter,
+    RedisbeatAdapter,
     Spec,
     available,
     now_ms,
@@ -184,6 +185,14 @@ def test_redbeat_bulk_load_writes_what_entry_save_writes(
         redbeat.clear()
     finally:
         redbeat.teardown()
+
+
+def test_redisbeat_beats_keep_their_schedule_where_the_store_url_says(tmp_path: Path) -> None:
+    default = RedisbeatAdapter(tmp_path, "redis://127.0.0.1:7000/0")
+    assert default.beat_env()["BENCH_REDISBEAT_URL"] == "redis://127.0.0.1:7000/1"
+    url = "redis-cluster://127.0.0.1:7001,127.0.0.1:7002"
+    on_cluster = RedisbeatAdapter(tmp_path, "redis://127.0.0.1:7000/0", store_url=url)
+    assert on_cluster.beat_env()["BENCH_REDISBEAT_URL"] == url
 
 
 def test_django_celery_beat_takes_whole_seconds_only() -> None:

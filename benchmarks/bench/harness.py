@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -217,18 +218,26 @@ class Rig:
 
     def store_commands(self) -> Counter[str]:
         """Calls per command on the store since it started (the harness's own left out)."""
-        client = redis.Redis(port=self.store.port)
+        return redis_usage([self.store.port])[0]
+
+
+def redis_usage(ports: Sequence[int]) -> tuple[Counter[str], float]:
+    """Calls per command (the harness's own left out) and CPU seconds (``used_cpu_sys`` +
+    ``used_cpu_user``), summed over the redis-servers on ``ports`` since each started: a
+    store may be one server or every master of a cluster."""
+    calls: Counter[str] = Counter()
+    cpu = 0.0
+    for port in ports:
+        client = redis.Redis(port=port)
         try:
-            stats = client.info("commandstats")
+            stats, usage = client.info("commandstats"), client.info("cpu")
         finally:
             client.close()
-        return Counter(
-            {
-                name.removeprefix("cmdstat_"): int(v["calls"])
-                for name, v in stats.items()
-                if name.removeprefix("cmdstat_") not in HARNESS_COMMANDS
-            }
-        )
+        for name, v in stats.items():
+            if name.removeprefix("cmdstat_") not in HARNESS_COMMANDS:
+                calls[name.removeprefix("cmdstat_")] += int(v["calls"])
+        cpu += float(usage["used_cpu_sys"]) + float(usage["used_cpu_user"])
+    return calls, cpu
 
 
 def specs_for(count: int, every: float, start_ms: int, prefix: str = "e") -> list[Spec]:

@@ -18,6 +18,9 @@ from .scenarios.profiles import DCB, REDBEAT, REDISBEAT, Table
 
 BEGIN = "<!-- bench:begin -->"
 END = "<!-- bench:end -->"
+#: Scenarios whose table has a section of its own on the docs page, between these markers
+#: (every other table goes between BEGIN and END).
+SECTIONS = {"cluster": ("<!-- bench-cluster:begin -->", "<!-- bench-cluster:end -->")}
 
 
 def machine() -> dict[str, Any]:
@@ -245,16 +248,25 @@ def write(
             charts[table.scenario] = stem.with_suffix(".png")
             written.append(stem.with_suffix(".png"))
     if docs is not None:
-        images = docs.parent / "img" / "bench"
-        images.mkdir(parents=True, exist_ok=True)
-        parts = [
+        header = (
             f"_Profile: {profile}; {stamp}; {info['cores']} cores ({info['cpu']}), "
-            f"Python {info['python']}, redis-server {info['redis']}._",
-        ]
-        for table in [*extra, *tables]:
-            parts.append(markdown(table))
-            if table.scenario in charts:
-                shutil.copyfile(charts[table.scenario], images / f"{table.scenario}.png")
-                parts.append(f"![{table.title}](img/bench/{table.scenario}.png)")
-        replace_block(docs, BEGIN, END, "\n\n".join(parts))
+            f"Python {info['python']}, redis-server {info['redis']}._"
+        )
+        update_docs(docs, [*extra, *tables], charts, header)
     return written
+
+
+def update_docs(docs: Path, tables: list[Table], charts: dict[str, Path], header: str) -> None:
+    """Each table, under ``header`` and with its chart, in its block of the docs page: the
+    latest results, or a scenario's own section (:data:`SECTIONS`), which must be there."""
+    images = docs.parent / "img" / "bench"
+    images.mkdir(parents=True, exist_ok=True)
+    blocks: dict[tuple[str, str], list[str]] = {(BEGIN, END): [header]}
+    for table in tables:
+        parts = blocks.setdefault(SECTIONS.get(table.scenario, (BEGIN, END)), [header])
+        parts.append(markdown(table))
+        if table.scenario in charts:
+            shutil.copyfile(charts[table.scenario], images / f"{table.scenario}.png")
+            parts.append(f"![{table.title}](img/bench/{table.scenario}.png)")
+    for (begin, end), parts in blocks.items():
+        replace_block(docs, begin, end, "\n\n".join(parts))

@@ -1,14 +1,14 @@
 """redisbeat's adapter: entries stored with ``ScheduleStore`` in database 1 of the harness's
-redis-server, and through redisbeat_django's admin on a private PostgreSQL where it runs."""
+redis-server (or wherever a store URL says, e.g. a Redis Cluster), and through
+redisbeat_django's admin on a private PostgreSQL where it runs."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
-import redis
-
 from redisbeat import Entry, Interval, ScheduleStore
+from redisbeat.config import Config
 
 from ..orm import TASK, Database
 from .base import Adapter, Spec, admin_missing, from_ms, with_db
@@ -21,18 +21,24 @@ class RedisbeatAdapter(Adapter):
     requires = ("redisbeat",)
     prefix = "bench"
 
-    def __init__(self, workdir: Path, redis_url: str) -> None:
+    def __init__(
+        self, workdir: Path, redis_url: str, store_url: str | None = None, admin: bool = True
+    ) -> None:
+        """``store_url``: where the schedule lives, any ``redisbeat_redis_url`` (by default
+        database 1 of ``redis_url``'s server); ``admin=False`` leaves the admin path (and its
+        PostgreSQL) out, for scenarios that never edit through it."""
         super().__init__(workdir, redis_url)
-        self.store_url = with_db(redis_url, 1)
+        self.store_url = store_url or with_db(redis_url, 1)
+        self.admin = admin
         self.store: ScheduleStore | None = None
         #: redisbeat_django's database, for add_via_admin (None: not available here).
         self.database: Database | None = None
 
     def setup(self) -> None:
         if self.store is None:
-            client = redis.Redis.from_url(self.store_url, decode_responses=True)
-            self.store = ScheduleStore(client, prefix=self.prefix, timezone="UTC")
-        if self.database is None and admin_missing() is None:
+            config = Config(redis_url=self.store_url, key_prefix=self.prefix, timezone="UTC")
+            self.store = ScheduleStore.from_config(config)
+        if self.database is None and self.admin and admin_missing() is None:
             self.database = Database(self.workdir / self.name, self.beat_env()).start()
             self.database.call("admin_connect")
 
@@ -58,7 +64,8 @@ class RedisbeatAdapter(Adapter):
 
     def add_via_admin(self, spec: Spec) -> None:
         if self.database is None:
-            raise RuntimeError(f"redisbeat's admin path needs {admin_missing()}")
+            why = admin_missing() if self.admin else "an adapter made with admin=True"
+            raise RuntimeError(f"redisbeat's admin path needs {why}")
         if abs(spec.every * 1000 - spec.every_ms) > 1e-6:
             raise ValueError(f"{spec.name}: the admin takes whole milliseconds, not {spec.every}")
         self.database.call("admin_add", [spec.name, spec.every_ms, spec.anchor_ms])

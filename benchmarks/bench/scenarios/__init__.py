@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 
 from ..harness import Rig
+from .cluster import redis_cluster
 from .editing import edit_latency
 from .failover import failover
 from .profiles import DCB, FULL, PROFILES, QUICK, REDBEAT, REDISBEAT, SMOKE, Profile, Table
@@ -30,7 +31,16 @@ __all__ = [
     "run",
 ]
 
-SCENARIOS = ("capacity", "round-trips", "scale-out", "size", "edit-latency", "idle", "failover")
+SCENARIOS = (
+    "capacity",
+    "round-trips",
+    "scale-out",
+    "size",
+    "edit-latency",
+    "idle",
+    "failover",
+    "cluster",
+)
 
 
 def run(rig: Rig, profile: Profile, schedulers: list[str], only: list[str]) -> list[Table]:
@@ -46,6 +56,7 @@ def run(rig: Rig, profile: Profile, schedulers: list[str], only: list[str]) -> l
         ("edit-latency", lambda: edit_latency(rig, profile, schedulers)),
         ("idle", lambda: idle(rig, profile, schedulers)),
         ("failover", lambda: failover(rig, profile, schedulers)),
+        ("cluster", lambda: redis_cluster(rig, profile, schedulers)),
     ]
     for name, step in steps:
         if name not in wanted:

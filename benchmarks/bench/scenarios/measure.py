@@ -5,9 +5,10 @@ that capacity and scale-out both print."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from ..adapters import Adapter, Spec, now_ms
-from ..harness import BeatProcess, Rig, specs_for
+from ..harness import BeatProcess, Rig, redis_usage, specs_for
 from ..judging import Fires, judge, rounded
 from .profiles import LOAD_RATE, MAX_ENTRIES, REDISBEAT, START_S, Profile
 
@@ -61,9 +62,17 @@ def asleep(adapter: Adapter) -> int:
 
 
 def measure_rate(
-    rig: Rig, adapter: Adapter, rate: int, beats: int, profile: Profile
+    rig: Rig,
+    adapter: Adapter,
+    rate: int,
+    beats: int,
+    profile: Profile,
+    store_ports: Sequence[int] = (),
 ) -> tuple[Fires, dict[str, float]]:
-    """Offer ``rate`` fires/s to ``beats`` beats; what arrived, and what it cost."""
+    """Offer ``rate`` fires/s to ``beats`` beats; what arrived, and what it cost. The store's
+    commands and CPU are read from the redis-servers on ``store_ports`` (by default the
+    rig's store), which must be where the adapter keeps its schedule."""
+    ports = list(store_ports) or [rig.store.port]
     period = min(profile.period, MAX_ENTRIES / rate)
     count = max(1, round(rate * period))
     adapter.clear()
@@ -79,9 +88,9 @@ def measure_rate(
     first = max(start, now_ms())
     w0 = steady(rig, first, period, count)
     w1 = w0 + int(profile.window * 1000)
-    cpu0, cmds0 = _cpu(procs), rig.store_commands()
+    cpu0, (cmds0, redis0) = _cpu(procs), redis_usage(ports)
     sleep_until(w1)
-    cpu1, cmds1 = _cpu(procs), rig.store_commands()
+    cpu1, (cmds1, redis1) = _cpu(procs), redis_usage(ports)
     # Late arrivals of what was due in the window still count, up to a period.
     sleep_until(w1 + int(min(period, 5) * 1000))
     alive = all(p.alive() for p in procs)
@@ -94,6 +103,7 @@ def measure_rate(
         "steady_s": (w0 - first) / 1000,
         "cpu_per_1000": (cpu1 - cpu0) / sent * 1000,
         "store_cmds_per_fire": (cmds1.total() - cmds0.total()) / sent,
+        "store_cpu_ms_per_1000": (redis1 - redis0) * 1000 / sent * 1000,
         "beats_alive": float(alive),
     }
     return fires, cost

@@ -37,6 +37,9 @@ class Profile:
     sizes: dict[str, tuple[int, ...]]
     edits: dict[str, int]
     idle_seconds: float
+    #: Redis Cluster: redisbeat's offered rates and beat counts, on one Redis and on a cluster.
+    cluster_rates: tuple[int, ...]
+    cluster_beats: tuple[int, ...]
 
 
 QUICK = Profile(
@@ -52,6 +55,8 @@ QUICK = Profile(
     sizes={REDISBEAT: (10_000, 100_000), REDBEAT: (10_000, 100_000), DCB: (10_000,)},
     edits={REDISBEAT: 30, REDBEAT: 5, DCB: 5},
     idle_seconds=15,
+    cluster_rates=(500, 1_000),
+    cluster_beats=(1, 2),
 )
 FULL = Profile(
     "full",
@@ -70,6 +75,8 @@ FULL = Profile(
     },
     edits={REDISBEAT: 200, REDBEAT: 30, DCB: 30},
     idle_seconds=60,
+    cluster_rates=(500, 1_000, 5_000),
+    cluster_beats=(1, 2),
 )
 #: Every scenario at a toy size: what the test suite runs to check the harness works.
 SMOKE = Profile(
@@ -81,6 +88,8 @@ SMOKE = Profile(
     sizes={REDISBEAT: (1_000,), REDBEAT: (1_000,), DCB: (1_000,)},
     edits={REDISBEAT: 3, REDBEAT: 2, DCB: 2},
     idle_seconds=3,
+    cluster_rates=(50,),
+    cluster_beats=(2,),
 )
 PROFILES = {p.name: p for p in (SMOKE, QUICK, FULL)}
 
