@@ -26,7 +26,10 @@ DEFAULTS: dict[str, Any] = {
     "wait_timeout": 0.5,
     "entry_cache_size": 10_000,
     "quarantine_after": 3,
+    "shards": 1,
 }
+#: The most shards a deployment may be split into.
+MAX_SHARDS = 1024
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,8 @@ class Config:
     entry_cache_size: int = 10_000
     #: Set an entry aside after this many of its sends in a row failed (0: never).
     quarantine_after: int = 3
+    #: How many shards (hash tags, so cluster slots) the entries are split into.
+    shards: int = 1
 
     def __post_init__(self) -> None:
         schemes = (*REDIS_SCHEMES, SENTINEL_SCHEME, *CLUSTER_SCHEMES)
@@ -85,6 +90,11 @@ class Config:
         if not isinstance(after, int) or isinstance(after, bool) or after < 0:
             raise ConfigurationError(
                 f"redisbeat_quarantine_after must be a non-negative integer: {after!r}"
+            )
+        shards = self.shards
+        if not isinstance(shards, int) or isinstance(shards, bool) or not 1 <= shards <= MAX_SHARDS:
+            raise ConfigurationError(
+                f"redisbeat_shards must be an integer from 1 to {MAX_SHARDS}: {shards!r}"
             )
 
     def _check_sentinel(self) -> None:
@@ -179,6 +189,7 @@ class Config:
             wait_timeout=get("wait_timeout"),
             entry_cache_size=get("entry_cache_size"),
             quarantine_after=get("quarantine_after"),
+            shards=get("shards"),
         )
 
 

@@ -11,20 +11,22 @@ import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from itertools import islice
-from typing import Any, cast
+from typing import Any
 
 import redis
 from redis.exceptions import AskError
 
 from ..config import Config
-from ..errors import CorruptEntry, EntryNotFound, OwnershipError, RedisBeatError
-from ..schedule.clock import MAX_MS, valid_ms
+from ..errors import CorruptEntry, OwnershipError, RedisBeatError
+from ..schedule.clock import valid_ms
 from ..schedule.entry import Entry
 from .beats import BeatCalls
 from .changes import ChangeFeed
 from .errors import translated
-from .records import BeatInfo, EntryState, Quarantined, SyncReport, text, text_or_none
-from .scripts import Upsert
+from .keys import Keys, shard_of
+from .reads import EntryReads
+from .records import SyncReport, text_or_none
+from .scripts import Scripts, Upsert
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +34,7 @@ CHUNK = 1000
 MAX_CAS_ATTEMPTS = 10
 
 
-class ScheduleStore(BeatCalls, ChangeFeed):
+class ScheduleStore(BeatCalls, ChangeFeed, EntryReads):
     """Periodic entries in Redis: CRUD for people and programs, claims for beats."""
 
     @classmethod
@@ -78,14 +80,27 @@ class ScheduleStore(BeatCalls, ChangeFeed):
         return results
 
     def _write(self, chunk: list[Entry], *, force: bool, foreign: str = "raise") -> dict[str, str]:
-        """Write a chunk with compare-and-set, reading again what changed meanwhile.
+        """Write a chunk with compare-and-set, shard by shard.
 
         Result per name: ``added``, ``updated``, ``unchanged`` or ``foreign``.
         """
+        groups: dict[int, list[Entry]] = {}
+        for entry in chunk:
+            groups.setdefault(shard_of(entry.name, self.shards), []).append(entry)
+        results: dict[str, str] = {}
+        for index, group in groups.items():
+            shard = self.all_shards()[index]
+            results.update(self._write_shard(shard, group, force=force, foreign=foreign))
+        return results
+
+    def _write_shard(
+        self, shard: Scripts, chunk: list[Entry], *, force: bool, foreign: str
+    ) -> dict[str, str]:
+        """Write one shard's entries, reading again what changed meanwhile."""
         pending = {e.name: e.with_default_tz(self.timezone) for e in chunk}
         results: dict[str, str] = {}
         for _ in range(MAX_CAS_ATTEMPTS):
-            now_ms, olds, scores = self._read_for_write(list(pending))
+            now_ms, olds, scores = self._read_for_write(shard.keys, list(pending))
             writes: list[Upsert] = []
             for name, old_raw, score in zip(pending, olds, scores, strict=True):
                 entry = pending[name]
@@ -96,7 +111,7 @@ class ScheduleStore(BeatCalls, ChangeFeed):
                 due = entry.first_due_ms(now_ms, self.timezone)
                 writes.append(replace(outcome, due_ms=due))
             # Even with nothing to write: WAIT confirms that what was read is replicated.
-            replies = self.scripts.upsert(writes)
+            replies = shard.upsert(writes)
             for write, reply in zip(writes, replies, strict=True):
                 if isinstance(reply, Exception):
                     raise reply
@@ -109,22 +124,22 @@ class ScheduleStore(BeatCalls, ChangeFeed):
                 return results
         raise RedisBeatError(f"entries changed concurrently too often: {sorted(pending)[:5]}")
 
-    def _read_for_write(self, names: list[str]) -> tuple[int, list[Any], list[Any]]:
+    def _read_for_write(self, keys: Keys, names: list[str]) -> tuple[int, list[Any], list[Any]]:
         """The Redis clock, the stored definitions and the schedule scores, in one round trip
         (to the server of the schedule: its clock is the one the scripts read)."""
 
         def read(node: redis.Redis) -> list[Any]:
             pipe = node.pipeline(transaction=False)
             pipe.time()
-            pipe.hmget(self.keys.entries, names)
+            pipe.hmget(keys.entries, names)
             for name in names:
-                pipe.zscore(self.keys.schedule, name)
+                pipe.zscore(keys.schedule, name)
             replies: list[Any] = pipe.execute(raise_on_error=False)
             if isinstance(replies[1], AskError):
                 raise replies[1]  # the slot moved: read again where it is
             return replies
 
-        now_reply, olds, *scores = self.connection.on_node(self.keys.schedule, read)
+        now_reply, olds, *scores = self.connection.on_node(keys.schedule, read)
         for reply in (now_reply, olds):
             if isinstance(reply, Exception):
                 raise reply
@@ -174,12 +189,13 @@ class ScheduleStore(BeatCalls, ChangeFeed):
 
         With ``source``, the entry is removed only when that source owns it.
         """
+        shard = self.shard(name)
         owner = source
         if owner is None:
-            raw = self.client.hget(self.keys.entries, name)
+            raw = self.client.hget(shard.keys.entries, name)
             old = _load_or_none(text_or_none(raw), name)
             owner = old.source if old is not None else "api"
-        return self.scripts.remove(name, owner, only_if_owned=source is not None)
+        return shard.remove(name, owner, only_if_owned=source is not None)
 
     @translated
     def enable(self, name: str) -> bool:
@@ -197,7 +213,7 @@ class ScheduleStore(BeatCalls, ChangeFeed):
     @translated
     def run_now(self, name: str) -> None:
         """Make an entry due at once (its schedule continues afterwards)."""
-        self.scripts.run_now(name)
+        self.shard(name).run_now(name)
 
     @translated
     def sync_source(self, source: str, entries: Iterable[Entry]) -> SyncReport:
@@ -224,79 +240,6 @@ class ScheduleStore(BeatCalls, ChangeFeed):
             unchanged=sum(1 for r in results.values() if r == "unchanged"),
             foreign=sorted(n for n, r in results.items() if r == "foreign"),
         )
-
-    # -- reading ------------------------------------------------------------------------------
-
-    @translated
-    def get(self, name: str) -> Entry:
-        raw = self.client.hget(self.keys.entries, name)
-        if raw is None:
-            raise EntryNotFound(name)
-        return Entry.loads(raw, name)
-
-    @translated
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and bool(self.client.hexists(self.keys.entries, name))
-
-    @translated
-    def __len__(self) -> int:
-        return int(self.client.hlen(self.keys.entries))
-
-    @translated
-    def __iter__(self) -> Iterator[Entry]:
-        """Every loadable entry (corrupt ones are logged and skipped), scanned in pages."""
-        for name, raw in self.client.hscan_iter(self.keys.entries, count=CHUNK):
-            try:
-                yield Entry.loads(raw, name)
-            except CorruptEntry as exc:
-                log.warning("redisbeat: skipping corrupt entry: %s", exc)
-
-    @translated
-    def names(self, source: str) -> set[str]:
-        """Names of the entries a source owns."""
-        return {text(n) for n in self.client.smembers(self.keys.source(source))}
-
-    @translated
-    def state(self, name: str) -> EntryState:
-        states = self.states([name])
-        if not states[0].next_run_at and not states[0].quarantined and name not in self:
-            raise EntryNotFound(name)
-        return states[0]
-
-    @translated
-    def states(self, names: list[str]) -> list[EntryState]:
-        """Run state of many entries in one round trip."""
-        if not names:
-            return []
-        pipe = self.client.pipeline(transaction=False)
-        pipe.zmscore(self.keys.schedule, names)
-        pipe.hmget(self.keys.state, names)
-        pipe.hmget(self.keys.inflight, names)
-        pipe.hmget(self.keys.quarantine, names)
-        scores, states, claims, set_aside = pipe.execute()
-        return [
-            EntryState.from_redis(n, sc, st, cl, Quarantined.from_redis(n, q) if q else None)
-            for n, sc, st, cl, q in zip(names, scores, states, claims, set_aside, strict=False)
-        ]
-
-    @translated
-    def beats(self) -> list[BeatInfo]:
-        """Beats whose last heartbeat is recent enough to count as alive."""
-        now = self.now_ms()
-        # Up to the latest valid time: a score past it was not written by a beat.
-        rows = self.client.zrangebyscore(
-            self.keys.beats, now - self.beat_ttl_ms, MAX_MS, withscores=True
-        )
-        pairs = cast("list[tuple[Any, Any]]", rows)  # redis-py types this loosely
-        return [BeatInfo.from_heartbeat(text(beat_id), int(score)) for beat_id, score in pairs]
-
-    @translated
-    def quarantined(self) -> dict[str, Quarantined]:
-        """Every definition set aside, with why (a record redisbeat did not write says so)."""
-        return {
-            text(key): Quarantined.from_redis(text(key), text(raw))
-            for key, raw in self.client.hgetall(self.keys.quarantine).items()
-        }
 
 
 def _chunks(items: Iterable[Entry], size: int) -> Iterator[list[Entry]]:

@@ -4,13 +4,23 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from ..errors import CorruptEntry
-from ..schedule.clock import from_ms
+from ..schedule.clock import MAX_MS, from_ms
 from ..schedule.entry import Entry
 from .base import StoreBase
 from .errors import translated
-from .records import ClaimBatch, ConfigMarker, FinishResult, Heartbeat, Outcome, text_or_none
+from .keys import shard_of
+from .records import (
+    ClaimBatch,
+    ConfigMarker,
+    FinishResult,
+    Heartbeat,
+    Outcome,
+    text,
+    text_or_none,
+)
 
 
 class BeatCalls(StoreBase):
@@ -18,7 +28,16 @@ class BeatCalls(StoreBase):
 
     @translated
     def claim(self, beat_id: str, lease_ms: int, batch_size: int) -> ClaimBatch:
-        return self.scripts.claim(beat_id, lease_ms, batch_size)
+        """Claim from the shard due soonest; the batch says when the next claim is needed
+        on any shard."""
+        shard = self._cursor_pick()
+        batch = self.shard_scripts[shard].claim(beat_id, lease_ms, batch_size)
+        self.cursor.seen(shard, batch.next_due_ms)
+        return replace(batch, next_due_ms=self.cursor.earliest(batch.now_ms))
+
+    def _cursor_pick(self) -> int:
+        self.check_layout()
+        return self.cursor.pick() if self.shards > 1 else 0
 
     @translated
     def finish(
@@ -32,31 +51,58 @@ class BeatCalls(StoreBase):
 
         An entry whose sends failed ``quarantine_after`` times in a row is set aside.
         """
-        return self.scripts.finish(beat_id, lease_until_ms, outcomes, quarantine_after)
+        if not outcomes:
+            return self.scripts.finish(beat_id, lease_until_ms, outcomes, quarantine_after)
+        index = shard_of(outcomes[0].name, self.shards)  # a batch is one shard's claims
+        result = self.shard_scripts[index].finish(
+            beat_id, lease_until_ms, outcomes, quarantine_after
+        )
+        self.cursor.seen(index, result.next_due_ms)
+        return replace(result, next_due_ms=self.cursor.earliest(result.now_ms))
 
     @translated
     def renew(self, beat_id: str, lease_until_ms: int, names: list[str], lease_ms: int) -> int:
         """Extend the claims on ``names`` this beat holds under ``lease_until_ms``; returns
         the new lease_until (from now, by the Redis clock)."""
-        return self.scripts.renew(beat_id, lease_until_ms, names, lease_ms)
+        scripts = self.shard(names[0]) if names else self.scripts  # one batch: one shard
+        return scripts.renew(beat_id, lease_until_ms, names, lease_ms)
 
     @translated
     def expire_lost(self, beat_id: str, since_ms: int, lease_ms: int) -> int:
         """End now the leases of this beat's claims taken since ``since_ms`` whose reply it
         never got; returns how many. The beat must hold no claim it knows of."""
-        return self.scripts.expire_lost(beat_id, since_ms + lease_ms, lease_ms)
+        return sum(
+            scripts.expire_lost(beat_id, since_ms + lease_ms, lease_ms)
+            for scripts in self.all_shards()
+        )
 
     @translated
     def quarantine(self, name: str, definition: str, error: str, by: str) -> bool:
         """Set aside a definition that cannot be loaded, unless it changed meanwhile."""
-        return self.scripts.quarantine(name, definition, error, by)
+        return self.shard(name).quarantine(name, definition, error, by)
 
     @translated
     def heartbeat(self, beat_id: str) -> Heartbeat:
         """Refresh a beat's heartbeat; says which ``beat_schedule`` the deployment follows
         and which schedule members have a score past any valid time."""
         self.connection.refuse_cluster_node()  # once, at the first heartbeat that answers
-        return self.scripts.heartbeat(beat_id, self.beat_ttl_ms)
+        self.check_layout()
+        beat = self.scripts.heartbeat(beat_id, self.beat_ttl_ms)  # and shard 0's schedule
+        if self.shards == 1:
+            return beat
+        pipe = self.client.pipeline(transaction=False)
+        for scripts in self.shard_scripts[1:]:
+            pipe.zrangebyscore(  # as Redis spells the score: repair compares it
+                scripts.keys.schedule,
+                f"({MAX_MS}",
+                "+inf",
+                start=0,
+                num=10,
+                withscores=True,
+                score_cast_func=text,
+            )
+        beyond = [(text(n), text(score)) for rows in pipe.execute() for n, score in rows]
+        return replace(beat, beyond=[*beat.beyond, *beyond])
 
     @translated
     def deregister(self, beat_id: str) -> None:
@@ -66,7 +112,8 @@ class BeatCalls(StoreBase):
     def repair(self, name: str, score: str, by: str) -> str:
         """Put an entry whose score is not a valid time back on its schedule, from its
         definition (a corrupt one is set aside); returns what was done, for the log."""
-        raw = text_or_none(self.client.hget(self.keys.entries, name))
+        scripts = self.shard(name)
+        raw = text_or_none(self.client.hget(scripts.keys.entries, name))
         due: int | None = None
         if raw is not None:
             try:
@@ -75,7 +122,7 @@ class BeatCalls(StoreBase):
                 self.quarantine(name, raw, str(exc), by)
                 return f"its definition is corrupt and was set aside: {exc}"
             due = entry.first_due_ms(self.now_ms(), self.timezone)
-        if not self.scripts.repair(name, score, due):
+        if not scripts.repair(name, score, due):
             return "its score changed meanwhile; left as it is"
         if raw is None:
             return "it has no definition: taken off the schedule"

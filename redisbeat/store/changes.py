@@ -63,7 +63,7 @@ class ChangeFeed(StoreBase):
                 if message is not None and message.get("type") == "message":
                     # A burst of changes needs one claim, not one per message.
                     self._drain()
-                    return True
+                    return self._heard(True)
         except (redis.RedisError, OSError):
             self._drop_subscription()
             raise
@@ -72,7 +72,12 @@ class ChangeFeed(StoreBase):
     def _look(self) -> bool:
         fresh = self._pubsub is None
         self.subscribe()
-        return self._drain() or fresh
+        return self._heard(self._drain() or fresh)
+
+    def _heard(self, changed: bool) -> bool:
+        if changed:
+            self.cursor.changed()  # any shard may hold something due now
+        return changed
 
     def _drain(self) -> bool:
         """Read what the subscription holds without blocking; True if a change was in it."""

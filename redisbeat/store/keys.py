@@ -1,19 +1,38 @@
 """The only place redisbeat spells Redis key names.
 
-Every key of one deployment shares the ``{prefix}`` hash tag, so all of them sit in one
-Redis Cluster slot and one Lua script may touch them together.
+A deployment's entries are split over ``redisbeat_shards`` shards by a stable hash of their
+name. The keys of one shard share a hash tag (``{prefix}`` for shard 0, ``{prefix:i}`` for
+shard i), so each shard sits in one Redis Cluster slot and one Lua script may touch its keys
+together; the deployment's own keys (beats, config, layout, events) share shard 0's tag.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import zlib
+from dataclasses import dataclass, replace
+
+
+def shard_of(name: str, shards: int) -> int:
+    """The shard an entry lives in: the same in every process and Python version."""
+    if shards == 1:
+        return 0
+    return zlib.crc32(name.encode("utf-8", "surrogateescape")) % shards
 
 
 @dataclass(frozen=True)
 class Keys:
     prefix: str = "redisbeat"
+    #: The shard whose entry keys these are (the deployment's own keys are shard 0's).
+    shard: int = 0
+
+    def of_shard(self, shard: int) -> Keys:
+        return replace(self, shard=shard)
 
     def _key(self, name: str) -> str:
+        tag = self.prefix if self.shard == 0 else f"{self.prefix}:{self.shard}"
+        return f"{{{tag}}}:{name}"
+
+    def _deployment_key(self, name: str) -> str:
         return f"{{{self.prefix}}}:{name}"
 
     @property
@@ -39,7 +58,7 @@ class Keys:
     @property
     def beats(self) -> str:
         """ZSET: beat instance id -> last heartbeat (ms)."""
-        return self._key("beats")
+        return self._deployment_key("beats")
 
     @property
     def quarantine(self) -> str:
@@ -49,13 +68,18 @@ class Keys:
     @property
     def config(self) -> str:
         """HASH: which ``beat_schedule`` the deployment follows (version, entries' digests)."""
-        return self._key("config")
+        return self._deployment_key("config")
 
     @property
     def events(self) -> str:
         """Pub/sub channel: a message wakes every beat (an entry was added or changed)."""
-        return self._key("events")
+        return self._deployment_key("events")
 
     def source(self, source: str) -> str:
         """SET: names of the entries a source (config, django, api, ...) owns."""
         return self._key(f"source:{source}")
+
+    @property
+    def layout(self) -> str:
+        """HASH: how the deployment is split (``shards``: the count its entries use)."""
+        return self._deployment_key("layout")

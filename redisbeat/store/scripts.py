@@ -71,6 +71,7 @@ CONFIG = Script.named("config")
 UPSERT = Script.named("upsert")
 REMOVE = Script.named("remove")
 RUN_NOW = Script.named("run_now")
+LAYOUT = Script.named("layout")
 
 
 #: Replies that say a script did not run, so running it again is safe.
@@ -243,6 +244,11 @@ class Scripts:
     def repair(self, name: str, score: str, due_ms: int | None) -> bool:
         args = [wire(name), score, "" if due_ms is None else due_ms, self.keys.events]
         return bool(self.runner.run(Call(REPAIR, [self.keys.schedule], args), "lenient"))
+
+    def layout(self, shards: int) -> int:
+        """The shard count the deployment records (``shards``, written when none was)."""
+        call = Call(LAYOUT, [self.keys.layout, self.keys.schedule], [shards])
+        return int(self.runner.run(call, "lenient"))
 
     def claim_config(
         self, read: str, version: str, beat_id: str, entries: str, previous: str

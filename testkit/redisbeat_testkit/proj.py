@@ -21,6 +21,7 @@ if os.environ.get("TEST_LEASE"):  # else redisbeat's default
 app.conf.redisbeat_heartbeat_seconds = float(os.environ.get("TEST_HEARTBEAT", "10"))
 app.conf.redisbeat_batch_size = int(os.environ.get("TEST_BATCH", "100"))
 app.conf.beat_max_loop_interval = float(os.environ.get("TEST_MAX_INTERVAL", "60"))
+app.conf.redisbeat_shards = int(os.environ.get("TEST_SHARDS", "1"))
 if os.environ.get("TEST_SENTINEL_MASTER"):
     app.conf.redisbeat_sentinel_master = os.environ["TEST_SENTINEL_MASTER"]
 if os.environ.get("TEST_WAIT_REPLICAS"):

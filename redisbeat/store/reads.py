@@ -1,0 +1,119 @@
+"""Reading entries and their live state, from every shard: what editors and the admin show.
+
+Reads never raise for data redisbeat did not write: such an entry reads with its problem.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any, cast
+
+from ..errors import CorruptEntry, EntryNotFound
+from ..schedule.clock import MAX_MS
+from ..schedule.entry import Entry
+from .base import StoreBase
+from .errors import translated
+from .keys import Keys, shard_of
+from .records import BeatInfo, EntryState, Quarantined, text
+
+log = logging.getLogger(__name__)
+
+#: How many entries one page of a scan asks for.
+CHUNK = 1000
+
+
+class EntryReads(StoreBase):
+    """Entries, their run state, the live beats and what is set aside."""
+
+    @translated
+    def get(self, name: str) -> Entry:
+        raw = self.client.hget(self.shard(name).keys.entries, name)
+        if raw is None:
+            raise EntryNotFound(name)
+        return Entry.loads(raw, name)
+
+    @translated
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        return bool(self.client.hexists(self.shard(name).keys.entries, name))
+
+    @translated
+    def __len__(self) -> int:
+        return sum(int(n) for n in self._each_shard(lambda pipe, keys: pipe.hlen(keys.entries)))
+
+    @translated
+    def __iter__(self) -> Iterator[Entry]:
+        """Every loadable entry (corrupt ones are logged and skipped), scanned in pages."""
+        for shard in self.all_shards():
+            for name, raw in self.client.hscan_iter(shard.keys.entries, count=CHUNK):
+                try:
+                    yield Entry.loads(raw, name)
+                except CorruptEntry as exc:
+                    log.warning("redisbeat: skipping corrupt entry: %s", exc)
+
+    @translated
+    def names(self, source: str) -> set[str]:
+        """Names of the entries a source owns."""
+        found = self._each_shard(lambda pipe, keys: pipe.smembers(keys.source(source)))
+        return {text(n) for names in found for n in names}
+
+    @translated
+    def state(self, name: str) -> EntryState:
+        states = self.states([name])
+        if not states[0].next_run_at and not states[0].quarantined and name not in self:
+            raise EntryNotFound(name)
+        return states[0]
+
+    @translated
+    def states(self, names: list[str]) -> list[EntryState]:
+        """Run state of many entries in one round trip."""
+        if not names:
+            return []
+        groups: dict[int, list[str]] = {}
+        for name in names:
+            groups.setdefault(shard_of(name, self.shards), []).append(name)
+        pipe = self.client.pipeline(transaction=False)
+        for index, group in groups.items():
+            keys = self.all_shards()[index].keys
+            pipe.zmscore(keys.schedule, group)
+            pipe.hmget(keys.state, group)
+            pipe.hmget(keys.inflight, group)
+            pipe.hmget(keys.quarantine, group)
+        replies = iter(pipe.execute())
+        found: dict[str, EntryState] = {}
+        for group in groups.values():
+            scores, states, claims, set_aside = (next(replies) for _ in range(4))
+            for n, sc, st, cl, q in zip(group, scores, states, claims, set_aside, strict=False):
+                found[n] = EntryState.from_redis(
+                    n, sc, st, cl, Quarantined.from_redis(n, q) if q else None
+                )
+        return [found[name] for name in names]
+
+    @translated
+    def beats(self) -> list[BeatInfo]:
+        """Beats whose last heartbeat is recent enough to count as alive."""
+        now = self.now_ms()
+        # Up to the latest valid time: a score past it was not written by a beat.
+        rows = self.client.zrangebyscore(
+            self.keys.beats, now - self.beat_ttl_ms, MAX_MS, withscores=True
+        )
+        pairs = cast("list[tuple[Any, Any]]", rows)  # redis-py types this loosely
+        return [BeatInfo.from_heartbeat(text(beat_id), int(score)) for beat_id, score in pairs]
+
+    @translated
+    def quarantined(self) -> dict[str, Quarantined]:
+        """Every definition set aside, with why (a record redisbeat did not write says so)."""
+        return {
+            text(key): Quarantined.from_redis(text(key), text(raw))
+            for rows in self._each_shard(lambda pipe, keys: pipe.hgetall(keys.quarantine))
+            for key, raw in rows.items()
+        }
+
+    def _each_shard(self, read: Callable[[Any, Keys], Any]) -> list[Any]:
+        """One read per shard, pipelined (on a cluster, one round trip per node)."""
+        pipe = self.client.pipeline(transaction=False)
+        for shard in self.all_shards():
+            read(pipe, shard.keys)
+        return list(pipe.execute())

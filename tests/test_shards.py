@@ -1,0 +1,200 @@
+"""A schedule split into shards: each shard one hash tag, every call on the right one, beats
+walking every shard, on one Redis and on a Redis Cluster where shards spread over masters."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from celery import Celery
+
+from redisbeat import Entry, Interval, ScheduleStore
+from redisbeat.config import Config
+from redisbeat.errors import ConfigurationError
+from redisbeat.store.keys import Keys, shard_of
+from redisbeat_testkit.cluster import ClusterRig
+from redisbeat_testkit.occurrences import SECOND, Recorder, add_entries, check_sent, occurrences
+from redisbeat_testkit.ports import wait_until
+from redisbeat_testkit.processes import Beats
+from redisbeat_testkit.redis_server import RedisServer
+
+
+def sharded(url: str, prefix: str, shards: int) -> ScheduleStore:
+    app = Celery("shards-test", set_as_current=False)
+    app.conf.update(redisbeat_redis_url=url, redisbeat_key_prefix=prefix, redisbeat_shards=shards)
+    return ScheduleStore.from_app(app)
+
+
+def every(name: str, seconds: float = 60, **kw: Any) -> Entry:
+    return Entry(name, "proj.ping", Interval(seconds), **kw)
+
+
+# -- where an entry lives -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "shards", "shard"),
+    [("report", 4, 0), ("e0", 4, 1), ("e1", 4, 3), ("e1", 16, 7), ("日報", 16, 3), ("x", 1, 0)],
+)
+def test_an_entry_lives_in_the_same_shard_in_every_process_and_release(name, shards, shard):
+    # A changed hash would leave every entry of a sharded deployment where no one looks.
+    assert shard_of(name, shards) == shard
+
+
+def test_each_shard_has_a_hash_tag_of_its_own_and_the_deployment_keys_stay_on_shard_0():
+    keys = Keys("p")
+    assert keys.schedule == "{p}:schedule" and keys.of_shard(3).schedule == "{p:3}:schedule"
+    assert keys.of_shard(3).source("api") == "{p:3}:source:api"
+    for name in ("beats", "config", "events", "layout"):
+        assert getattr(keys.of_shard(3), name) == getattr(keys, name) == f"{{p}}:{name}"
+
+
+@pytest.mark.parametrize("shards", [0, -1, 1025, True, "4"])
+def test_a_shard_count_out_of_range_stops_startup_naming_the_setting(shards):
+    with pytest.raises(ConfigurationError, match="redisbeat_shards"):
+        Config(redis_url="redis://x", shards=shards)
+
+
+# -- the API over shards ------------------------------------------------------------------------
+
+
+def test_every_api_call_finds_an_entry_in_its_shard(redis_server: RedisServer, prefix: str):
+    store = sharded(redis_server.url(), prefix, 4)
+    client = store.client
+    try:
+        store.upsert_many(every(f"e{i}", source="config") for i in range(40))
+        sizes = [client.hlen(s.keys.entries) for s in store.shard_scripts]
+        assert sum(sizes) == 40 and all(sizes), sizes
+        assert len(store) == 40 and {e.name for e in store} == {f"e{i}" for i in range(40)}
+        assert store.names("config") == {f"e{i}" for i in range(40)}
+        names = [f"e{i}" for i in (7, 1, 30, 2)]
+        assert [s.name for s in store.states(names)] == names
+        assert all(s.next_run_at is not None for s in store.states(names))
+        assert "e7" in store and store.get("e7").name == "e7"
+        store.run_now("e7")
+        assert store.disable("e1") and not store.get("e1").enabled
+        assert store.remove("e2") and "e2" not in store
+        report = store.sync_source("config", [every(f"e{i}", source="config") for i in range(30)])
+        assert (report.added, report.updated) == (["e2"], ["e1"])
+        assert report.removed == [f"e{i}" for i in range(30, 40)] and report.unchanged == 28
+        shard = store.shard("e5")
+        store.quarantine("e5", client.hget(shard.keys.entries, "e5"), "cannot load it", "b")
+        assert list(store.quarantined()) == ["e5"]
+    finally:
+        store.close()
+
+
+def test_a_store_with_another_shard_count_refuses_the_deployment(
+    redis_server: RedisServer, prefix: str
+):
+    first = sharded(redis_server.url(), prefix, 4)
+    first.upsert(every("report"))
+    for shards in (1, 2):
+        other = sharded(redis_server.url(), prefix, shards)
+        with pytest.raises(ConfigurationError, match="redisbeat_shards = 4"):
+            other.get("report")
+        other.close()
+    first.close()
+
+
+def test_entries_written_before_shards_existed_keep_the_deployment_at_one_shard(
+    redis_server: RedisServer, prefix: str
+):
+    old = sharded(redis_server.url(), prefix, 1)
+    old.upsert(every("report"))
+    old.client.delete(old.keys.layout)  # as a deployment from before the record existed
+    old.close()
+    new = sharded(redis_server.url(), prefix, 4)
+    with pytest.raises(ConfigurationError, match="split into 1 shard"):
+        len(new)
+    new.close()
+
+
+def test_the_heartbeat_finds_a_score_past_any_valid_time_in_every_shard(
+    redis_server: RedisServer, prefix: str
+):
+    store = sharded(redis_server.url(), prefix, 4)
+    try:
+        store.upsert_many(every(f"e{i}") for i in range(8))
+        broken = next(f"e{i}" for i in range(8) if shard_of(f"e{i}", 4) != 0)
+        store.client.zadd(store.shard(broken).keys.schedule, {broken: float("inf")})
+        beat = store.heartbeat("beat-1")
+        assert [name for name, _ in beat.beyond] == [broken]
+        assert store.repair(broken, beat.beyond[0][1], "beat-1").startswith("rescheduled")
+        assert store.state(broken).next_run_at is not None
+    finally:
+        store.close()
+
+
+def test_a_beat_claims_from_every_shard_and_a_change_makes_it_look_at_all_again(
+    redis_server: RedisServer, prefix: str
+):
+    store = sharded(redis_server.url(), prefix, 4)
+    try:
+        store.upsert_many(every(f"e{i}", 3600) for i in range(12))
+        now = store.now_ms()
+        for i in range(12):
+            store.client.zadd(store.shard(f"e{i}").keys.schedule, {f"e{i}": now - 10})
+        claimed: list[str] = []
+        for _ in range(4):  # each shard once, the soonest first
+            batch = store.claim("beat-1", 5 * SECOND, 100)
+            claimed += [c.name for c in batch.claims]
+        assert sorted(claimed) == sorted(f"e{i}" for i in range(12))
+        assert batch.next_due_ms is not None and batch.next_due_ms > now  # nothing due now
+    finally:
+        store.close()
+
+
+# -- real beats ---------------------------------------------------------------------------------
+
+
+def run_beats(beats_for: Any, broker: RedisServer, url: str, prefix: str, shards: int) -> None:
+    """Two beats send 24 entries due every 2 s from ``shards`` shards: every occurrence once,
+    each with its occurrence's id, and both beats take part."""
+    store = sharded(url, prefix, shards)
+    queue = redis.Redis.from_url(broker.url(1), decode_responses=True)
+    recorder = Recorder(queue)
+    recorder.drain()
+    beats: Beats = beats_for(broker, prefix, TEST_STORE_URL=url, TEST_SHARDS=str(shards))
+    beats.start(2)
+    try:
+        wait_until(lambda: len(store.beats()) == 2, 30, "both beats to register")
+        start = store.now_ms() + SECOND
+        anchors = add_entries(store, 24, 2.0, start)
+        end = start + 6 * SECOND
+        recorder.until(
+            lambda: sum(1 for s in recorder.sent if s.due_ms < end) >= 3 * 24, 30, "3 rounds"
+        )
+        beats.stop_all()
+        recorder.drain()
+        window = [s for s in recorder.sent if s.due_ms < end]
+        counts = check_sent(window, occurrences(anchors, 2.0, start, end), prefix)
+        assert not {k: n for k, n in counts.items() if n > 1}
+        assert len({s.beat for s in recorder.sent}) == 2, "both beats sent"
+    finally:
+        store.close()
+        queue.close()
+
+
+def test_two_beats_send_every_occurrence_of_a_sharded_schedule_once(
+    redis_server: RedisServer, prefix: str, beats_for: Any
+):
+    run_beats(beats_for, redis_server, redis_server.url(), prefix, 4)
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterRig]:
+    with ClusterRig(parent=tmp_path_factory.mktemp("cluster")) as rig:
+        yield rig
+
+
+def test_on_a_cluster_shards_spread_over_masters_and_two_beats_send_each_occurrence_once(
+    rig: ClusterRig, redis_server: RedisServer, prefix: str, beats_for: Any
+):
+    store = sharded(rig.url, prefix, 6)
+    masters = {rig.node_for_key(s.keys.schedule) for s in store.shard_scripts}
+    store.close()
+    assert len(masters) >= 2, "6 hash tags on one master of 3"
+    run_beats(beats_for, redis_server, rig.url, prefix, 6)
