@@ -10,6 +10,7 @@ import time
 from redisbeat import Entry, Interval, ScheduleStore
 from redisbeat.beat.deploys import BeatSchedule
 from redisbeat.schedule.from_celery import CONFIG_SOURCE, digests, version
+from redisbeat.store.records import ConfigMarker
 from redisbeat_testkit.ports import wait_until
 from redisbeat_testkit.processes import Beat
 
@@ -28,6 +29,17 @@ def heartbeats_after(store: ScheduleStore, moment_ms: int, count: int = 3) -> No
         20,
         f"{count} heartbeats",
     )
+
+
+def applied(store: ScheduleStore) -> ConfigMarker:
+    """The deployment's beat_schedule record once a beat marked it applied: the beat writes
+    the entries first and the mark after, so the entries can be seen before the mark."""
+    found: ConfigMarker = wait_until(
+        lambda: (marker := store.config_marker()) is not None and marker.applied and marker,
+        10,
+        "the configuration to be marked applied",
+    )
+    return found
 
 
 def one_beat(server, prefix, beats_for, stores, config) -> tuple[ScheduleStore, Beat]:
@@ -118,8 +130,7 @@ def test_a_rewrite_after_lost_data_cut_short_by_a_redis_error_is_finished_once_r
     wait_until(lambda: "wrong type" in beat.output(), 10, "the rewrite to fail")
     store.client.delete(owned)
     wait_until(lambda: "cfg" in store, 10, "the config to come back")
-    marker = store.config_marker()
-    assert marker is not None and marker.applied
+    assert applied(store).applied  # the rewrite was finished, not left halfway
 
 
 def test_a_record_no_beat_could_have_written_is_replaced_by_a_starting_beats_config(
@@ -128,8 +139,7 @@ def test_a_record_no_beat_could_have_written_is_replaced_by_a_starting_beats_con
     store = stores(redis_server, prefix)
     store.client.hset(f"{{{prefix}}}:config", "version", "scribbled")
     one_beat(redis_server, prefix, beats_for, stores, {"cfg": HOURLY})
-    marker = store.config_marker()
-    assert marker is not None and marker.applied and "cfg" in marker.entries
+    assert "cfg" in applied(store).entries
 
 
 def config(**args: list[int]) -> list[Entry]:
