@@ -698,12 +698,22 @@ def test_hostile_definitions_are_never_executed_only_quarantined_or_sent_as_plai
 def test_a_beat_on_a_redis_cluster_needs_the_documented_acl_and_its_cluster_lines_only(
     tmp_path: Path, beats_for: BeatsFor
 ) -> None:
-    users, extra = documented_users(), cluster_additions()
-    password = secrets.token_hex(12)
     broker = RedisServer(tmp_path / "broker")
     broker.directory.mkdir()
     broker.start()
     queue = redis.Redis.from_url(broker.url(0), decode_responses=True)
+    try:
+        beat_on_cluster_with_documented_acl(tmp_path, beats_for, broker, queue)
+    finally:
+        queue.close()
+        broker.stop()
+
+
+def beat_on_cluster_with_documented_acl(
+    tmp_path: Path, beats_for: BeatsFor, broker: RedisServer, queue: redis.Redis
+) -> None:
+    users, extra = documented_users(), cluster_additions()
+    password = secrets.token_hex(12)
     with ClusterRig(parent=tmp_path) as rig:
         nodes = [rig.node_client(port) for port in rig.masters()]
         for node in nodes:
@@ -727,5 +737,3 @@ def test_a_beat_on_a_redis_cluster_needs_the_documented_acl_and_its_cluster_line
             assert not {k: v for k, v in stats.items() if v["rejected_calls"]}, stats
             denials = {_field(e, "object") for e in command(node, "ACL", "LOG")}
             assert not denials - TOLERATED_REFUSALS, denials
-    queue.close()
-    broker.stop()

@@ -90,13 +90,17 @@ def test_a_store_with_another_shard_count_refuses_the_deployment(
     redis_server: RedisServer, prefix: str
 ):
     first = sharded(redis_server.url(), prefix, 4)
-    first.upsert(every("report"))
-    for shards in (1, 2):
-        other = sharded(redis_server.url(), prefix, shards)
-        with pytest.raises(ConfigurationError, match="redisbeat_shards = 4"):
-            other.get("report")
-        other.close()
-    first.close()
+    try:
+        first.upsert(every("report"))
+        for shards in (1, 2):
+            other = sharded(redis_server.url(), prefix, shards)
+            try:
+                with pytest.raises(ConfigurationError, match="redisbeat_shards = 4"):
+                    other.get("report")
+            finally:
+                other.close()
+    finally:
+        first.close()
 
 
 def test_entries_written_before_shards_existed_keep_the_deployment_at_one_shard(
@@ -107,9 +111,11 @@ def test_entries_written_before_shards_existed_keep_the_deployment_at_one_shard(
     old.client.delete(old.keys.layout)  # as a deployment from before the record existed
     old.close()
     new = sharded(redis_server.url(), prefix, 4)
-    with pytest.raises(ConfigurationError, match="split into 1 shard"):
-        len(new)
-    new.close()
+    try:
+        with pytest.raises(ConfigurationError, match="split into 1 shard"):
+            len(new)
+    finally:
+        new.close()
 
 
 def test_the_heartbeat_finds_a_score_past_any_valid_time_in_every_shard(
@@ -194,7 +200,9 @@ def test_on_a_cluster_shards_spread_over_masters_and_two_beats_send_each_occurre
     rig: ClusterRig, redis_server: RedisServer, prefix: str, beats_for: Any
 ):
     store = sharded(rig.url, prefix, 6)
-    masters = {rig.node_for_key(s.keys.schedule) for s in store.shard_scripts}
-    store.close()
+    try:
+        masters = {rig.node_for_key(s.keys.schedule) for s in store.shard_scripts}
+    finally:
+        store.close()
     assert len(masters) >= 2, "6 hash tags on one master of 3"
     run_beats(beats_for, redis_server, rig.url, prefix, 6)
