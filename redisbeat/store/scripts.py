@@ -246,9 +246,11 @@ class Scripts:
         return bool(self.runner.run(Call(REPAIR, [self.keys.schedule], args), "lenient"))
 
     def layout(self, shards: int) -> int:
-        """The shard count the deployment records (``shards``, written when none was)."""
+        """The shard count the deployment records (``shards``, written when none was).
+
+        No WAIT: a record lost with a failover is written again by the next process."""
         call = Call(LAYOUT, [self.keys.layout, self.keys.schedule], [shards])
-        return int(self.runner.run(call, "lenient"))
+        return int(self.runner.run(call, "none"))
 
     def claim_config(
         self, read: str, version: str, beat_id: str, entries: str, previous: str
