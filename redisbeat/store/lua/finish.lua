@@ -23,10 +23,9 @@
 -- towards the entry's failures in a row, which a 'sent' one resets.
 -- Returns {claims finished, now_ms, earliest score left in the schedule or -1,
 --          {names set aside by this call}, {name, what was wrong with its run state, ...}}.
-local bad = wrong_type({'zset', 'hash', 'hash', 'hash', 'hash'})
-if bad then
-  return bad
-end
+-- A batch costs a fixed handful of commands whatever its size: every read first (one per key,
+-- each the type check of its key), the outcomes applied in order to what was read, then one
+-- write per key of what changed.
 local now = now_ms()
 local beat, lease_until = ARGV[1], tonumber(ARGV[2])
 local quarantine_after = tonumber(ARGV[4])
@@ -35,10 +34,50 @@ local released = 0
 local set_aside = {}
 local garbled = {}
 
+-- What this call reads, by name: the schedule's scores, the claims, the run states and the
+-- definitions (false: none). The outcomes change these copies; the changes are written last.
+local names, recorded = {}, {}
+for i = 6, #ARGV, 6 do
+  names[#names + 1] = ARGV[i]
+  if ARGV[i + 1] == 'sent' or ARGV[i + 1] == 'failed' then
+    recorded[#recorded + 1] = ARGV[i]
+  end
+end
+local copies = {{}, {}, {}, {}} -- KEYS[1] .. KEYS[4]
+local function read(i, command, expected, fields)
+  local replies, bad = read_many(command, i, expected, fields)
+  if replies then
+    for j, field in ipairs(fields) do
+      copies[i][field] = replies[j]
+    end
+  end
+  return bad
+end
+local bad = read(1, 'ZMSCORE', 'zset', names) or read(2, 'HMGET', 'hash', names)
+  or read(3, 'HMGET', 'hash', recorded) or read(4, 'HMGET', 'hash', recorded)
+if bad then
+  return bad
+end
+local score, inflight, states, entries = copies[1], copies[2], copies[3], copies[4]
+-- Per key, the names whose copy changed (a name twice is written twice, with its last value).
+local changed = {{}, {}, {}, {}}
+local function change(i, name, value)
+  changed[i][#changed[i] + 1] = name
+  copies[i][name] = value
+end
+-- A new score; one ZADD would refuse is refused here, before any write, with ZADD's error.
+local function move(name, at)
+  if tonumber(at) == nil then
+    redis.call('ZADD', KEYS[1], at, name)
+  end
+  change(1, name, at)
+end
+local quarantined = {} -- name, record, ...
+
 -- The entry's run state; what is not what redisbeat wrote is reported (and replaced, keeping
 -- the fields that are still valid).
 local function load_state(name)
-  local ok, state = pcall(cjson.decode, redis.call('HGET', KEYS[3], name) or '{}')
+  local ok, state = pcall(cjson.decode, states[name] or '{}')
   if not ok or type(state) ~= 'table' then
     garbled[#garbled + 1] = name
     garbled[#garbled + 1] = 'not a JSON object'
@@ -64,48 +103,49 @@ local function record_failure(name, due, error)
   state.last_failed_due = due
   if quarantine_after > 0 and failures >= quarantine_after then
     state.failures = nil
-    redis.call('HSET', KEYS[5], name, cjson.encode({
-      definition = redis.call('HGET', KEYS[4], name),
+    quarantined[#quarantined + 1] = name
+    quarantined[#quarantined + 1] = cjson.encode({
+      definition = entries[name],
       error = 'its last ' .. failures .. ' sends failed; the last one: ' .. error,
-      at = now, by = beat}))
-    redis.call('HDEL', KEYS[4], name)
-    redis.call('ZREM', KEYS[1], name)
-    redis.call('HDEL', KEYS[2], name)
+      at = now, by = beat})
+    change(4, name, false)
+    change(1, name, false)
+    change(2, name, false)
     set_aside[#set_aside + 1] = name
   end
-  redis.call('HSET', KEYS[3], name, cjson.encode(state))
+  change(3, name, cjson.encode(state))
 end
 
 for i = 6, #ARGV, 6 do
   local name, action, next_due, task_id = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local due = tonumber(ARGV[i + 4])
-  local claim = record(redis.call('HGET', KEYS[2], name))
+  local claim = record(inflight[name])
   local mine = claim ~= nil and claim.beat == beat
       and tonumber(claim.lease_until) == lease_until
   if mine then
     finished = finished + 1
-    redis.call('HDEL', KEYS[2], name)
-    local untouched = tonumber(redis.call('ZSCORE', KEYS[1], name)) == lease_until
+    change(2, name, false)
+    local untouched = tonumber(score[name]) == lease_until
     if action == 'release' then
       if untouched then
-        redis.call('ZADD', KEYS[1], claim.due, name)
+        move(name, claim.due)
         released = released + 1
       end
     else
       if untouched then
         if next_due == '' then
-          redis.call('ZREM', KEYS[1], name)
+          change(1, name, false)
         else
-          redis.call('ZADD', KEYS[1], tonumber(next_due), name)
+          move(name, tonumber(next_due))
         end
       end
     end
   end
   -- A failure counts once: a claim taken over meanwhile is the other beat's to count.
-  if action == 'failed' and mine and redis.call('HEXISTS', KEYS[4], name) == 1 then
+  if action == 'failed' and mine and entries[name] then
     record_failure(name, due, ARGV[i + 5])
   end
-  if action == 'sent' and redis.call('HEXISTS', KEYS[4], name) == 1 then
+  if action == 'sent' and entries[name] then
     local state = load_state(name)
     state.failures = nil
     state.last_error = nil
@@ -114,15 +154,46 @@ for i = 6, #ARGV, 6 do
     state.total_run_count = (tonumber(state.total_run_count) or 0) + 1
     state.last_task_id = task_id
     state.last_beat = beat
-    redis.call('HSET', KEYS[3], name, cjson.encode(state))
+    change(3, name, cjson.encode(state))
   end
 end
+
+-- The quarantine hash is only checked when it is about to be written.
+if #quarantined > 0 then
+  bad = key_error(redis.pcall('HEXISTS', KEYS[5], ''), 5, 'hash')
+  if bad then
+    return bad
+  end
+end
+local moves, gone, values, deleted = {}, {}, {}, {}
+for _, name in ipairs(changed[1]) do
+  if score[name] then
+    moves[#moves + 1] = score[name]
+    moves[#moves + 1] = name
+  else
+    gone[#gone + 1] = name
+  end
+end
+for _, name in ipairs(changed[3]) do
+  values[#values + 1] = name
+  values[#values + 1] = states[name]
+end
+write_many('HDEL', 2, changed[2])
+write_many('ZADD', 1, moves)
+write_many('ZREM', 1, gone)
+write_many('HSET', 3, values)
+write_many('HDEL', 4, changed[4])
+write_many('HSET', 5, quarantined)
 if released > 0 then
   -- A wake-up only saves the other beats a wait: one refused (an ACL without the channel)
   -- must not fail the finish after its writes, which Redis would keep.
   redis.pcall('PUBLISH', ARGV[3], 'released')
 end
-local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local first = redis.pcall('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+bad = key_error(first, 1, 'zset')
+if bad then
+  return bad
+end
 local earliest = first[2] and tonumber(first[2])
 if not earliest or earliest < 0 or earliest > tonumber(ARGV[5]) then
   earliest = -1

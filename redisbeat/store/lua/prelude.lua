@@ -27,6 +27,36 @@ local function wrong_type(types)
   end
   return nil
 end
+-- Lua's unpack() gives at most a few thousand values and a batch may be larger, so a command
+-- over many fields or members takes them CHUNK at a time (even: pairs stay whole).
+local CHUNK = 1000
+local function chunk(args, first)
+  return unpack(args, first, math.min(first + CHUNK - 1, #args))
+end
+-- One read (HMGET, ZMSCORE) of many fields of KEYS[i], the replies joined; or, as the second
+-- value, the error reply, a wrong type named as wrong_type names it: the read is the type check.
+local function read_many(command, i, expected, fields)
+  local out = {}
+  for first = 1, #fields, CHUNK do
+    local reply = redis.pcall(command, KEYS[i], chunk(fields, first))
+    local bad = key_error(reply, i, expected)
+    if bad then
+      return nil, bad
+    elseif #fields <= CHUNK then
+      return reply, nil
+    end
+    for j = 1, #reply do
+      out[#out + 1] = reply[j]
+    end
+  end
+  return out, nil
+end
+-- One write (HSET, HDEL, ZADD, ZREM) of many fields or members of KEYS[i]; none: no command.
+local function write_many(command, i, args)
+  for first = 1, #args, CHUNK do
+    redis.call(command, KEYS[i], chunk(args, first))
+  end
+end
 -- The Redis clock, ms: the one clock every beat shares.
 local function now_ms()
   local t = redis.call('TIME')
