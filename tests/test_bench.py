@@ -118,3 +118,13 @@ def test_the_summary_says_how_redisbeat_compares_whichever_way_it_goes() -> None
     assert versus(0.42, 0.02, higher_is_better=False) == "21.0x worse"
     assert versus(0, 27.04, higher_is_better=False) == "better (0 vs 27.04)"
     assert versus(2, 2, higher_is_better=False) == "even"
+
+
+def test_a_toy_round_trip_count_finds_each_claim_batch_by_its_script(tmp_path: Path) -> None:
+    with Rig(tmp_path / "rig") as rig:
+        (table,) = run(rig, SMOKE, ["redisbeat"], ["round-trips"])
+    (row,) = table.rows
+    assert row["fires"] > 0 and row["claims"] > 0
+    # A claim batch and its finish: two requests (a claim finding nothing due: one);
+    # heartbeats add a few in all.
+    assert 1 <= row["round trips / claim batch"] <= 3

@@ -33,6 +33,8 @@ class TcpProxy:
         self.state = LinkState()
         #: Chunks written towards Redis: requests, a pipeline counting once (round trips).
         self.requests = 0
+        #: Requests holding each pattern given to :meth:`tally` (a script's SHA, say).
+        self.tallies: dict[bytes, int] = {}
         self.port = free_port()
         self._loop = asyncio.new_event_loop()
         self._resumed = asyncio.Event()
@@ -51,6 +53,10 @@ class TcpProxy:
         if not self._ready.wait(10):
             raise RuntimeError("the chaos proxy did not start")
         return self
+
+    def tally(self, pattern: bytes) -> None:
+        """Count, from now on, the requests written towards Redis that hold ``pattern``."""
+        self.tallies.setdefault(pattern, 0)
 
     def drop(self) -> None:
         self._call(self._drop)
@@ -139,6 +145,9 @@ class TcpProxy:
             while data := await reader.read(65536):
                 if not replies:
                     self.requests += 1
+                    for pattern in self.tallies:
+                        if pattern in data:
+                            self.tallies[pattern] += 1
                 stall_from = self.state.stall_from
                 if not replies and stall_from is not None and stall_from(data):
                     self._set(LinkState(replies_stalled=True))
