@@ -91,11 +91,15 @@ def test_a_toy_cluster_run_measures_redisbeat_on_one_redis_and_on_a_cluster_into
 ) -> None:
     with Rig(tmp_path / "rig") as rig:
         (table,) = run(rig, SMOKE, ["redisbeat"], ["cluster"])
-    assert [(r["store"], r["beats"]) for r in table.rows] == [
-        (store, beats)
+    assert [(r["store"], r["shards"], r["beats"]) for r in table.rows] == [
+        (store, shards, beats)
         for store in ("one Redis", "cluster, 3 masters")
+        for shards in SMOKE.cluster_shards
         for beats in SMOKE.cluster_beats
     ]
+    ceilings = [n for n in table.notes if n.startswith("Projected ceiling")]
+    assert len(ceilings) == 2 * len(SMOKE.cluster_shards)
+    assert "x 3 master(s)" in ceilings[-1]
     for row in table.rows:
         assert row["sustained/s"] > 0 and row["doubles"] == 0 and row["off grid"] == 0
         assert row["Redis cmds / fire"] > 0 and row["Redis CPU ms / 1000 fires"] > 0
@@ -109,7 +113,7 @@ def test_a_toy_cluster_run_measures_redisbeat_on_one_redis_and_on_a_cluster_into
     text = page.read_text()
     latest, section = text.split("## Cluster")
     assert "old" not in text and "### Summary" in latest and "Redis Cluster" not in latest
-    assert "### Redis Cluster" in section and "(img/bench/cluster.png)" in section
+    assert "### Redis Cluster and shards" in section and "(img/bench/cluster.png)" in section
 
 
 def test_the_summary_says_how_redisbeat_compares_whichever_way_it_goes() -> None:

@@ -20,6 +20,7 @@ ALLOWED = {
     "store": {"errors", "urls", "config", "schedule"},
     "sending": {"errors", "schedule"},
     "beat": {"errors", "config", "schedule", "store", "sending"},
+    "cli": {"errors", "config", "store"},
     "__init__": {"errors", "config", "schedule", "store", "sending", "beat"},
 }
 

@@ -24,6 +24,7 @@ SETTINGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "BENCH_REDISBEAT_BATCH": ("redisbeat_batch_size", int),
     "BENCH_REDISBEAT_HEARTBEAT": ("redisbeat_heartbeat_seconds", float),
     "BENCH_REDISBEAT_CACHE": ("redisbeat_entry_cache_size", int),
+    "BENCH_REDISBEAT_SHARDS": ("redisbeat_shards", int),
     "BENCH_REDBEAT_URL": ("redbeat_redis_url", str),
     "BENCH_REDBEAT_PREFIX": ("redbeat_key_prefix", str),
     "BENCH_REDBEAT_LOCK_TIMEOUT": ("redbeat_lock_timeout", float),

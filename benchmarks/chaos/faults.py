@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import redis
 
+from redisbeat.store.reshard import Reshard
 from redisbeat_testkit.proxy import TcpProxy
 
 from .cluster import Cluster
@@ -31,6 +32,17 @@ def sigterm(c: Cluster, rng: random.Random) -> str:
     c.kill(slot, signal.SIGTERM)
     c.start_beat(slot)
     return f"SIGTERM beat {slot}, restarted"
+
+
+def reshard(c: Cluster, rng: random.Random) -> str:
+    """``redisbeat reshard`` to another count, while the beats send and the editor writes."""
+    store = c.store()
+    try:
+        count = rng.choice([n for n in (1, 2, 3, 5) if n != store.layout.shards])
+        report = Reshard(store).run(count)
+    finally:
+        store.close()
+    return f"reshard {report.before} -> {count} shards: {report.moved} moved"
 
 
 def redis_restart(c: Cluster, rng: random.Random) -> str:

@@ -25,6 +25,7 @@ from .faults import (
     partition_slow,
     partition_stall,
     redis_restart,
+    reshard,
     sentinel_failover,
     sigterm,
 )
@@ -85,6 +86,7 @@ SCENARIOS = {
         Scenario("partition stall", partition_stall, proxied=True),
         Scenario("partition slow", partition_slow, may_repeat=True, proxied=True),
         Scenario("broker stall", broker_stall, broker_proxied=True),
+        Scenario("reshard", reshard),
         Scenario("clock +90 s", skew="+90s"),
         Scenario("clock -90 s", skew="-90s"),
         Scenario("mixed", mixed, may_repeat=True, proxied=True, skew="+90s"),

@@ -8,10 +8,11 @@ concurrent editors and beats never lose each other's changes.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from itertools import islice
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 from redis.exceptions import AskError
@@ -22,16 +23,24 @@ from ..schedule.clock import valid_ms
 from ..schedule.entry import Entry
 from .beats import BeatCalls
 from .changes import ChangeFeed
-from .errors import translated
-from .keys import Keys, shard_of
+from .errors import LayoutChanged, translated
+from .keys import Keys
+from .moving import move
 from .reads import EntryReads
 from .records import SyncReport, text_or_none
 from .scripts import Scripts, Upsert
+from .shards import Layout
 
 log = logging.getLogger(__name__)
 
 CHUNK = 1000
 MAX_CAS_ATTEMPTS = 10
+#: A write whose layout changed is tried again this often, this many seconds apart: a
+#: reshard changes each shard's record one after the other, within moments.
+MAX_LAYOUT_ATTEMPTS = 100
+LAYOUT_PAUSE = 0.02
+
+T = TypeVar("T")
 
 
 class ScheduleStore(BeatCalls, ChangeFeed, EntryReads):
@@ -84,21 +93,56 @@ class ScheduleStore(BeatCalls, ChangeFeed, EntryReads):
 
         Result per name: ``added``, ``updated``, ``unchanged`` or ``foreign``.
         """
-        groups: dict[int, list[Entry]] = {}
-        for entry in chunk:
-            groups.setdefault(shard_of(entry.name, self.shards), []).append(entry)
         results: dict[str, str] = {}
-        for index, group in groups.items():
-            shard = self.all_shards()[index]
-            results.update(self._write_shard(shard, group, force=force, foreign=foreign))
-        return results
+
+        def write(layout: Layout) -> dict[str, str]:
+            pending = [e for e in chunk if e.name not in results]
+            groups: dict[int, list[Entry]] = {}
+            placed = self._placed([e.name for e in pending], layout)
+            for entry in pending:
+                groups.setdefault(placed[entry.name], []).append(entry)
+            for index, group in groups.items():
+                shard = self.shard_scripts[index]
+                self._write_shard(shard, group, layout, results, force=force, foreign=foreign)
+            return results
+
+        return self._with_layout(write)
+
+    def _with_layout(self, call: Callable[[Layout], T]) -> T:
+        """``call(layout)``, again with the layout read anew while a write script says the
+        writer followed one a reshard has changed since (it begins and ends in moments)."""
+        for _ in range(MAX_LAYOUT_ATTEMPTS):
+            try:
+                return call(self.layout)
+            except LayoutChanged:
+                self.forget_layout()
+                time.sleep(LAYOUT_PAUSE)
+        raise RedisBeatError(f"the shard layout of {self.keys.layout} kept changing")
+
+    def _placed(self, names: list[str], layout: Layout) -> dict[str, int]:
+        """Where to write each entry: while a reshard runs, it is first moved to its new
+        shard, unless a beat holds a claim on it (then it is written where it is)."""
+        if layout.moving_to is None:
+            return {name: layout.home(name) for name in names}
+        where = move(self, names, layout)
+        return {
+            name: layout.origin(name) if where[name] == "claimed" else layout.home(name)
+            for name in names
+        }
 
     def _write_shard(
-        self, shard: Scripts, chunk: list[Entry], *, force: bool, foreign: str
-    ) -> dict[str, str]:
-        """Write one shard's entries, reading again what changed meanwhile."""
+        self,
+        shard: Scripts,
+        chunk: list[Entry],
+        layout: Layout,
+        results: dict[str, str],
+        *,
+        force: bool,
+        foreign: str,
+    ) -> None:
+        """Write one shard's entries, reading again what changed meanwhile; each result is
+        kept in ``results`` as it is known."""
         pending = {e.name: e.with_default_tz(self.timezone) for e in chunk}
-        results: dict[str, str] = {}
         for _ in range(MAX_CAS_ATTEMPTS):
             now_ms, olds, scores = self._read_for_write(shard.keys, list(pending))
             writes: list[Upsert] = []
@@ -111,17 +155,19 @@ class ScheduleStore(BeatCalls, ChangeFeed, EntryReads):
                 due = entry.first_due_ms(now_ms, self.timezone)
                 writes.append(replace(outcome, due_ms=due))
             # Even with nothing to write: WAIT confirms that what was read is replicated.
-            replies = shard.upsert(writes)
+            replies = shard.upsert(writes, layout.spelled)
             for write, reply in zip(writes, replies, strict=True):
                 if isinstance(reply, Exception):
                     raise reply
+                if reply == -2:
+                    raise LayoutChanged()
                 if reply != -1:
                     results[write.name] = (
                         ("updated" if write.read else "added") if reply else "unchanged"
                     )
             pending = {n: e for n, e in pending.items() if n not in results}
             if not pending:
-                return results
+                return
         raise RedisBeatError(f"entries changed concurrently too often: {sorted(pending)[:5]}")
 
     def _read_for_write(self, keys: Keys, names: list[str]) -> tuple[int, list[Any], list[Any]]:
@@ -189,13 +235,17 @@ class ScheduleStore(BeatCalls, ChangeFeed, EntryReads):
 
         With ``source``, the entry is removed only when that source owns it.
         """
-        shard = self.shard(name)
-        owner = source
-        if owner is None:
-            raw = self.client.hget(shard.keys.entries, name)
-            old = _load_or_none(text_or_none(raw), name)
-            owner = old.source if old is not None else "api"
-        return shard.remove(name, owner, only_if_owned=source is not None)
+
+        def remove(layout: Layout) -> bool:
+            shard = self.shard_scripts[self._placed([name], layout)[name]]
+            owner = source
+            if owner is None:
+                raw = self.client.hget(shard.keys.entries, name)
+                old = _load_or_none(text_or_none(raw), name)
+                owner = old.source if old is not None else "api"
+            return shard.remove(name, owner, source is not None, layout.spelled)
+
+        return self._with_layout(remove)
 
     @translated
     def enable(self, name: str) -> bool:
@@ -213,7 +263,11 @@ class ScheduleStore(BeatCalls, ChangeFeed, EntryReads):
     @translated
     def run_now(self, name: str) -> None:
         """Make an entry due at once (its schedule continues afterwards)."""
-        self.shard(name).run_now(name)
+
+        def run_now(layout: Layout) -> None:
+            self.shard_scripts[self._placed([name], layout)[name]].run_now(name, layout.spelled)
+
+        self._with_layout(run_now)
 
     @translated
     def sync_source(self, source: str, entries: Iterable[Entry]) -> SyncReport:

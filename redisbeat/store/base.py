@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import redis
 
-from ..config import Config
+from ..config import MAX_SHARDS, Config
 from ..errors import ConfigurationError
 from .client import Connection
 from .errors import translated
-from .keys import Keys, shard_of
+from .keys import Keys
 from .replication import Replicas
 from .scripts import Runner, Scripts
-from .shards import ShardCursor
+from .shards import Layout, ShardCursor
+
+log = logging.getLogger(__name__)
 
 
 class StoreBase:
@@ -42,14 +45,19 @@ class StoreBase:
         self.replicas = Replicas(
             self.connection, wait_replicas, wait_timeout, self.describe, self._drop_subscription
         )
-        runner = Runner(self.connection, self.replicas)
-        self.shards = shards
+        self.runner = Runner(self.connection, self.replicas)
+        #: The count this process was configured with: recorded for a new deployment; an
+        #: existing one keeps the count it records (see :meth:`follow`).
+        self.configured_shards = shards
         #: One set of script wrappers per shard, each with that shard's keys.
-        self.shard_scripts = [Scripts(runner, self.keys.of_shard(i)) for i in range(shards)]
+        self.shard_scripts = [Scripts(self.runner, self.keys.of_shard(i)) for i in range(shards)]
         #: Shard 0's: its keys are also the deployment's own (beats, config, layout, events).
         self.scripts = self.shard_scripts[0]
         self.cursor = ShardCursor(shards)
-        self._layout_checked = False
+        self._layout: Layout | None = None
+        self._told_layout = False
+        #: A beat's claims not yet finished: entry name -> the shard it was claimed from.
+        self._claimed: dict[str, int] = {}
         self._pubsub: Any = None
 
     @classmethod
@@ -69,28 +77,69 @@ class StoreBase:
         """The Redis client (on a cluster, one that routes each key to its node)."""
         return self.connection.client
 
+    @property
+    def layout(self) -> Layout:
+        """The layout this process follows: read from Redis at its first use, again when a
+        write script says it changed, and at each heartbeat of a beat."""
+        if self._layout is None:
+            self.follow(self.scripts.layout("read", self.configured_shards))
+        assert self._layout is not None
+        return self._layout
+
+    def follow(self, layout: Layout) -> None:
+        """Work with the layout the deployment records: a reshard changes it under running
+        processes, so the setting only sizes a new deployment."""
+        if not all(1 <= n <= MAX_SHARDS for n in (layout.shards, layout.moving_to or 1)):
+            raise ConfigurationError(
+                f"{self.keys.layout} records {layout.spelled} shards, not a count from 1 to "
+                f"{MAX_SHARDS}: it was not written by redisbeat"
+            )
+        if not self._told_layout and layout.shards != self.configured_shards:
+            self._told_layout = True
+            log.warning(
+                "redisbeat: redisbeat_shards is %d, but deployment %r is split into %d "
+                "shard(s) (%s): following the deployment; set redisbeat_shards = %d to match",
+                self.configured_shards,
+                self.keys.prefix,
+                layout.shards,
+                self.keys.layout,
+                layout.shards,
+            )
+        for index in range(len(self.shard_scripts), layout.span):
+            self.shard_scripts.append(Scripts(self.runner, self.keys.of_shard(index)))
+        self.cursor.resize(layout.span)
+        self._layout = layout
+
+    def forget_layout(self) -> None:
+        """A write script found another layout: read it again before the next call."""
+        self._layout = None
+
     def shard(self, name: str) -> Scripts:
-        """The scripts (and keys) of the shard ``name`` lives in."""
-        self.check_layout()
-        return self.shard_scripts[shard_of(name, self.shards)]
+        """The scripts (and keys) of the shard ``name`` lives in; while a reshard runs, the
+        new one if the entry is there, else the old one."""
+        layout = self.layout
+        home = self.shard_scripts[layout.home(name)]
+        if layout.moving_to is None or self.client.hexists(home.keys.entries, name):
+            return home
+        return self.shard_scripts[layout.origin(name)]
+
+    def located(self, names: list[str]) -> dict[str, int]:
+        """Each name's shard, as :meth:`shard` finds it, in one round trip."""
+        layout = self.layout
+        if layout.moving_to is None:
+            return {name: layout.home(name) for name in names}
+        pipe = self.client.pipeline(transaction=False)
+        for name in names:
+            pipe.hexists(self.shard_scripts[layout.home(name)].keys.entries, name)
+        there = pipe.execute()
+        return {
+            name: layout.home(name) if found else layout.origin(name)
+            for name, found in zip(names, there, strict=True)
+        }
 
     def all_shards(self) -> list[Scripts]:
-        self.check_layout()
-        return self.shard_scripts
-
-    def check_layout(self) -> None:
-        """Once per store: refuse to work on a deployment split into another number of
-        shards, where entries would be looked for in the wrong place."""
-        if self._layout_checked:
-            return
-        recorded = self.scripts.layout(self.shards)
-        if recorded != self.shards:
-            raise ConfigurationError(
-                f"redisbeat_shards is {self.shards}, but the entries of deployment "
-                f"{self.keys.prefix!r} are split into {recorded} shard(s) ({self.keys.layout}): "
-                f"set redisbeat_shards = {recorded} everywhere this deployment is used"
-            )
-        self._layout_checked = True
+        """Every shard that may hold entries (while a reshard runs: of both counts)."""
+        return self.shard_scripts[: self.layout.span]
 
     def describe(self) -> str:
         """Where the store lives, for log lines (no password)."""

@@ -11,7 +11,6 @@ from ..schedule.clock import MAX_MS, from_ms
 from ..schedule.entry import Entry
 from .base import StoreBase
 from .errors import translated
-from .keys import shard_of
 from .records import (
     ClaimBatch,
     ConfigMarker,
@@ -21,6 +20,8 @@ from .records import (
     text,
     text_or_none,
 )
+from .scripts import Scripts
+from .shards import Layout
 
 
 class BeatCalls(StoreBase):
@@ -30,14 +31,17 @@ class BeatCalls(StoreBase):
     def claim(self, beat_id: str, lease_ms: int, batch_size: int) -> ClaimBatch:
         """Claim from the shard due soonest; the batch says when the next claim is needed
         on any shard."""
-        shard = self._cursor_pick()
+        shard = self.cursor.pick() if self.layout.span > 1 else 0
         batch = self.shard_scripts[shard].claim(beat_id, lease_ms, batch_size)
         self.cursor.seen(shard, batch.next_due_ms)
+        # Finishing, renewing and setting aside go where the claim was taken, whatever the
+        # layout says by then.
+        self._claimed.update((claim.name, shard) for claim in batch.claims)
         return replace(batch, next_due_ms=self.cursor.earliest(batch.now_ms))
 
-    def _cursor_pick(self) -> int:
-        self.check_layout()
-        return self.cursor.pick() if self.shards > 1 else 0
+    def _claimed_shard(self, name: str) -> Scripts:
+        index = self._claimed.get(name)
+        return self.shard(name) if index is None else self.shard_scripts[index]
 
     @translated
     def finish(
@@ -53,24 +57,25 @@ class BeatCalls(StoreBase):
         """
         if not outcomes:
             return self.scripts.finish(beat_id, lease_until_ms, outcomes, quarantine_after)
-        index = shard_of(outcomes[0].name, self.shards)  # a batch is one shard's claims
-        result = self.shard_scripts[index].finish(
-            beat_id, lease_until_ms, outcomes, quarantine_after
-        )
-        self.cursor.seen(index, result.next_due_ms)
+        scripts = self._claimed_shard(outcomes[0].name)  # a batch is one shard's claims
+        result = scripts.finish(beat_id, lease_until_ms, outcomes, quarantine_after)
+        for outcome in outcomes:
+            self._claimed.pop(outcome.name, None)
+        self.cursor.seen(scripts.keys.shard, result.next_due_ms)
         return replace(result, next_due_ms=self.cursor.earliest(result.now_ms))
 
     @translated
     def renew(self, beat_id: str, lease_until_ms: int, names: list[str], lease_ms: int) -> int:
         """Extend the claims on ``names`` this beat holds under ``lease_until_ms``; returns
         the new lease_until (from now, by the Redis clock)."""
-        scripts = self.shard(names[0]) if names else self.scripts  # one batch: one shard
+        scripts = self._claimed_shard(names[0]) if names else self.scripts  # one batch: one shard
         return scripts.renew(beat_id, lease_until_ms, names, lease_ms)
 
     @translated
     def expire_lost(self, beat_id: str, since_ms: int, lease_ms: int) -> int:
         """End now the leases of this beat's claims taken since ``since_ms`` whose reply it
         never got; returns how many. The beat must hold no claim it knows of."""
+        self._claimed.clear()
         return sum(
             scripts.expire_lost(beat_id, since_ms + lease_ms, lease_ms)
             for scripts in self.all_shards()
@@ -79,19 +84,20 @@ class BeatCalls(StoreBase):
     @translated
     def quarantine(self, name: str, definition: str, error: str, by: str) -> bool:
         """Set aside a definition that cannot be loaded, unless it changed meanwhile."""
-        return self.shard(name).quarantine(name, definition, error, by)
+        return self._claimed_shard(name).quarantine(name, definition, error, by)
 
     @translated
     def heartbeat(self, beat_id: str) -> Heartbeat:
         """Refresh a beat's heartbeat; says which ``beat_schedule`` the deployment follows
         and which schedule members have a score past any valid time."""
         self.connection.refuse_cluster_node()  # once, at the first heartbeat that answers
-        self.check_layout()
         beat = self.scripts.heartbeat(beat_id, self.beat_ttl_ms)  # and shard 0's schedule
-        if self.shards == 1:
+        if beat.layout[0]:  # a reshard began or ended: claim from the shards it names
+            self.follow(Layout.from_fields(*beat.layout))
+        if self.layout.span == 1:
             return beat
         pipe = self.client.pipeline(transaction=False)
-        for scripts in self.shard_scripts[1:]:
+        for scripts in self.all_shards()[1:]:
             pipe.zrangebyscore(  # as Redis spells the score: repair compares it
                 scripts.keys.schedule,
                 f"({MAX_MS}",

@@ -241,3 +241,8 @@ def _reply_text(exc: BaseException) -> str:
     if code and not text.startswith(f"{code} "):
         return f"{code} {text}"
     return text
+
+
+class LayoutChanged(Exception):
+    """A write script found the shard in another layout than the writer followed: a reshard
+    began or ended meanwhile. Never leaves the store: the writer reads the layout again."""

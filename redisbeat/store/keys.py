@@ -81,5 +81,23 @@ class Keys:
 
     @property
     def layout(self) -> str:
-        """HASH: how the deployment is split (``shards``: the count its entries use)."""
+        """HASH: how the deployment is split (``shards``: the count its entries use;
+        ``moving_to``: the count a reshard is moving them to)."""
         return self._deployment_key("layout")
+
+    @property
+    def shard_layout(self) -> str:
+        """HASH: the layout as this shard knows it (shard 0's is :attr:`layout`): the write
+        scripts compare it with the writer's, in the same atomic step as the write."""
+        return self._key("layout")
+
+    @property
+    def moving(self) -> str:
+        """HASH: entry name -> JSON of all it had in this shard, while a reshard moves it."""
+        return self._key("moving")
+
+    @property
+    def arrived(self) -> str:
+        """HASH: entry name -> 1, for entries a reshard has moved into this shard (so that a
+        move repeated after an interruption never writes one twice)."""
+        return self._key("arrived")

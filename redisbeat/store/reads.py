@@ -14,7 +14,7 @@ from ..schedule.clock import MAX_MS
 from ..schedule.entry import Entry
 from .base import StoreBase
 from .errors import translated
-from .keys import Keys, shard_of
+from .keys import Keys
 from .records import BeatInfo, EntryState, Quarantined, text
 
 log = logging.getLogger(__name__)
@@ -72,8 +72,8 @@ class EntryReads(StoreBase):
         if not names:
             return []
         groups: dict[int, list[str]] = {}
-        for name in names:
-            groups.setdefault(shard_of(name, self.shards), []).append(name)
+        for name, index in self.located(names).items():
+            groups.setdefault(index, []).append(name)
         pipe = self.client.pipeline(transaction=False)
         for index, group in groups.items():
             keys = self.all_shards()[index].keys

@@ -237,12 +237,15 @@ class Heartbeat:
     config_version: str | None
     #: Schedule members whose score is past any valid time: (name, score as Redis spells it).
     beyond: list[tuple[str, str]]
+    #: The layout record's ``shards`` and ``moving_to`` ('' where not recorded).
+    layout: tuple[str, str] = ("", "")
 
     @classmethod
     def from_reply(cls, reply: list[Any]) -> Heartbeat:
-        """From heartbeat.lua's reply: now, new, version ('' none), then name, score, ..."""
-        beyond = [(text(reply[i]), text(reply[i + 1])) for i in range(3, len(reply), 2)]
-        return cls(text(reply[2]) or None, beyond)
+        """From heartbeat.lua's reply: now, new, version ('' none), shards, moving_to, then
+        name, score, ..."""
+        beyond = [(text(reply[i]), text(reply[i + 1])) for i in range(5, len(reply), 2)]
+        return cls(text(reply[2]) or None, beyond, (text(reply[3]), text(reply[4])))
 
 
 @dataclass(frozen=True)

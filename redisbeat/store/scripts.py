@@ -23,9 +23,11 @@ from redis.exceptions import AskError, MovedError, NoScriptError, TryAgainError
 from ..errors import EntryNotFound
 from ..schedule.clock import MAX_MS
 from .client import Connection
+from .errors import LayoutChanged
 from .keys import Keys
 from .records import ClaimBatch, FinishResult, Heartbeat, Outcome, wire
 from .replication import Replicas
+from .shards import Layout
 
 #: How many times a script is loaded again when the server answers NOSCRIPT, per call: a
 #: ``SCRIPT FLUSH`` may land between a load and the EVALSHA after it.
@@ -238,19 +240,23 @@ class Scripts:
 
     def heartbeat(self, beat_id: str, ttl_ms: int) -> Heartbeat:
         k = self.keys
-        call = Call(HEARTBEAT, [k.beats, k.config, k.schedule], [beat_id, ttl_ms, MAX_MS])
+        keys = [k.beats, k.config, k.schedule, k.layout]
+        call = Call(HEARTBEAT, keys, [beat_id, ttl_ms, MAX_MS])
         return Heartbeat.from_reply(self.runner.run(call, "none"))
 
     def repair(self, name: str, score: str, due_ms: int | None) -> bool:
         args = [wire(name), score, "" if due_ms is None else due_ms, self.keys.events]
         return bool(self.runner.run(Call(REPAIR, [self.keys.schedule], args), "lenient"))
 
-    def layout(self, shards: int) -> int:
-        """The shard count the deployment records (``shards``, written when none was).
+    def layout(self, op: str, shards: int) -> Layout:
+        """The layout the deployment records after ``op``: ``read`` (``shards`` recorded when
+        none was), ``begin`` or ``end`` a reshard to ``shards``.
 
-        No WAIT: a record lost with a failover is written again by the next process."""
-        call = Call(LAYOUT, [self.keys.layout, self.keys.schedule], [shards])
-        return int(self.runner.run(call, "none"))
+        No WAIT for a read: a record lost with a failover is written again by the next process.
+        """
+        call = Call(LAYOUT, [self.keys.layout, self.keys.schedule], [op, shards])
+        count, moving_to = self.runner.run(call, "none" if op == "read" else "strict")
+        return Layout.from_fields(count, moving_to)
 
     def claim_config(
         self, read: str, version: str, beat_id: str, entries: str, previous: str
@@ -264,8 +270,9 @@ class Scripts:
 
     # -- the editors' ------------------------------------------------------------------------
 
-    def upsert(self, writes: list[Upsert]) -> list[Any]:
-        """Per write: 1 written, 0 identical, -1 changed since it was read (or an error)."""
+    def upsert(self, writes: list[Upsert], layout: str) -> list[Any]:
+        """Per write: 1 written, 0 identical, -1 changed since it was read, -2 ``layout``
+        (as :attr:`Layout.spelled`) is no longer the shard's (or an error)."""
         k = self.keys
         calls = [
             Call(
@@ -276,6 +283,7 @@ class Scripts:
                     k.quarantine,
                     k.source(w.source),
                     k.source(w.previous_source),
+                    k.shard_layout,
                 ],
                 [
                     w.name,
@@ -284,20 +292,32 @@ class Scripts:
                     "" if w.due_ms is None else w.due_ms,
                     "1" if w.keep_schedule else "0",
                     k.events,
+                    layout,
                 ],
             )
             for w in writes
         ]
         return self.runner.run_many(calls)
 
-    def remove(self, name: str, owner: str, only_if_owned: bool) -> bool:
+    def remove(self, name: str, owner: str, only_if_owned: bool, layout: str) -> bool:
+        """Raises :class:`LayoutChanged` when ``layout`` is no longer the shard's."""
         k = self.keys
         keys = [k.entries, k.schedule, k.state, k.inflight, k.quarantine, k.source(owner)]
-        args = [name, k.events, "1" if only_if_owned else "0"]
-        return bool(self.runner.run(Call(REMOVE, keys, args), "strict"))
+        keys.append(k.shard_layout)
+        args = [name, k.events, "1" if only_if_owned else "0", layout]
+        return bool(_settled(self.runner.run(Call(REMOVE, keys, args), "strict")))
 
-    def run_now(self, name: str) -> None:
-        """Raises :class:`EntryNotFound` when no entry of that name exists."""
-        call = Call(RUN_NOW, [self.keys.entries, self.keys.schedule], [name, self.keys.events])
-        if not self.runner.run(call, "strict"):
+    def run_now(self, name: str, layout: str) -> None:
+        """Raises :class:`EntryNotFound` when no entry of that name exists, and
+        :class:`LayoutChanged` when ``layout`` is no longer the shard's."""
+        k = self.keys
+        call = Call(RUN_NOW, [k.entries, k.schedule, k.shard_layout], [name, k.events, layout])
+        if not _settled(self.runner.run(call, "strict")):
             raise EntryNotFound(name)
+
+
+def _settled(reply: Any) -> Any:
+    """A write script's reply, unless it says the writer followed an old layout."""
+    if reply == -2:
+        raise LayoutChanged()
+    return reply

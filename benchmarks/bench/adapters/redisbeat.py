@@ -22,21 +22,30 @@ class RedisbeatAdapter(Adapter):
     prefix = "bench"
 
     def __init__(
-        self, workdir: Path, redis_url: str, store_url: str | None = None, admin: bool = True
+        self,
+        workdir: Path,
+        redis_url: str,
+        store_url: str | None = None,
+        admin: bool = True,
+        shards: int = 1,
     ) -> None:
         """``store_url``: where the schedule lives, any ``redisbeat_redis_url`` (by default
         database 1 of ``redis_url``'s server); ``admin=False`` leaves the admin path (and its
-        PostgreSQL) out, for scenarios that never edit through it."""
+        PostgreSQL) out, for scenarios that never edit through it; ``shards``: the
+        deployment's ``redisbeat_shards``."""
         super().__init__(workdir, redis_url)
         self.store_url = store_url or with_db(redis_url, 1)
         self.admin = admin
+        self.shards = shards
         self.store: ScheduleStore | None = None
         #: redisbeat_django's database, for add_via_admin (None: not available here).
         self.database: Database | None = None
 
     def setup(self) -> None:
         if self.store is None:
-            config = Config(redis_url=self.store_url, key_prefix=self.prefix, timezone="UTC")
+            config = Config(
+                redis_url=self.store_url, key_prefix=self.prefix, timezone="UTC", shards=self.shards
+            )
             self.store = ScheduleStore.from_config(config)
         if self.database is None and self.admin and admin_missing() is None:
             self.database = Database(self.workdir / self.name, self.beat_env()).start()
@@ -74,12 +83,14 @@ class RedisbeatAdapter(Adapter):
         if self.database is not None:
             self.database.call("admin_clear")
         self._store().client.flushdb()
+        self._store().forget_layout()  # flushed with the rest: recorded again by the next load
 
     def beat_env(self) -> dict[str, str]:
         return {
             **super().beat_env(),
             "BENCH_REDISBEAT_URL": self.store_url,
             "BENCH_REDISBEAT_PREFIX": self.prefix,
+            "BENCH_REDISBEAT_SHARDS": str(self.shards),
         }
 
     def teardown(self) -> None:

@@ -40,6 +40,8 @@ class Profile:
     #: Redis Cluster: redisbeat's offered rates and beat counts, on one Redis and on a cluster.
     cluster_rates: tuple[int, ...]
     cluster_beats: tuple[int, ...]
+    #: redisbeat_shards counts tried on each store.
+    cluster_shards: tuple[int, ...] = (1, 6)
 
 
 QUICK = Profile(
@@ -90,6 +92,7 @@ SMOKE = Profile(
     idle_seconds=3,
     cluster_rates=(50,),
     cluster_beats=(2,),
+    cluster_shards=(1, 3),
 )
 PROFILES = {p.name: p for p in (SMOKE, QUICK, FULL)}
 

@@ -4,11 +4,13 @@
 -- KEYS[2] = config   HASH  the version of the beat_schedule the deployment follows
 -- KEYS[3] = schedule ZSET  only read: members whose score is past any valid time (+inf)
 --                          are never due, so the heartbeat is where they are found
+-- KEYS[4] = layout   HASH  only read: how the entries are split (a reshard changes it)
 -- ARGV[1] = beat id
 -- ARGV[2] = time-to-live, ms
 -- ARGV[3] = the latest valid time, ms
 -- Returns {now_ms, 1 when this beat was not registered (first beat, or silent too long),
 --          the configuration's version or '' when there is none (new, or Redis lost it),
+--          the layout's shards and moving_to ('' where not recorded),
 --          name, score, ... for up to 10 schedule members with a score past ARGV[3]}
 local now = now_ms()
 -- Refused before writing anything when the key has another type: no probe needed.
@@ -28,8 +30,13 @@ bad = key_error(beyond, 3, 'zset')
 if bad then
   return bad
 end
+local layout = redis.pcall('HMGET', KEYS[4], 'shards', 'moving_to')
+bad = key_error(layout, 4, 'hash')
+if bad then
+  return bad
+end
 local added = redis.call('ZADD', KEYS[1], now, ARGV[1])
-local out = {now, added, version or ''}
+local out = {now, added, version or '', layout[1] or '', layout[2] or ''}
 for _, value in ipairs(beyond) do
   out[#out + 1] = value
 end

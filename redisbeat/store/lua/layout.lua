@@ -1,19 +1,29 @@
--- Record how many shards the deployment's entries are split into, or say how many it was.
--- The first process to touch a deployment records its count; one with another count must
--- not read or write entries where they are not.
+-- Read, record or change how the deployment's entries are split into shards.
+-- The first process to touch a deployment records its count; every other follows the record.
+-- A reshard records the count it moves the entries to ('begin'), then makes it the count
+-- ('end'), once every entry is where that count puts it.
 --
--- KEYS[1] = layout    HASH  shards -> the count
+-- KEYS[1] = layout    HASH  shards -> the count, moving_to -> the count a reshard moves to
 -- KEYS[2] = schedule  ZSET  shard 0's, only read: entries written before counts were recorded
--- ARGV[1] = this process's count
--- Returns the count the deployment's entries are split into.
-local recorded = redis.call('HGET', KEYS[1], 'shards')
-if recorded then
-  return tonumber(recorded)
+-- ARGV[1] = 'read', 'begin' or 'end'
+-- ARGV[2] = read: this process's count (recorded when none is); begin, end: the new count
+-- Returns {shards, moving_to or ''} as recorded after the call. A begin while a reshard to
+-- another count runs, or an end of a reshard not running, changes nothing.
+local shards = redis.call('HGET', KEYS[1], 'shards')
+if not shards then
+  shards = ARGV[1] == 'read' and ARGV[2] or '1'
+  if shards ~= '1' and #redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '+inf', 'LIMIT', 0, 1) > 0 then
+    shards = '1' -- entries from before shards existed: all of them in shard 0
+  end
+  redis.call('HSET', KEYS[1], 'shards', shards)
 end
-if ARGV[1] ~= '1' and #redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '+inf', 'LIMIT', 0, 1) > 0 then
-  -- Entries from before shards existed: all of them in shard 0.
-  redis.call('HSET', KEYS[1], 'shards', '1')
-  return 1
+local moving_to = redis.call('HGET', KEYS[1], 'moving_to')
+if ARGV[1] == 'begin' and not moving_to and shards ~= ARGV[2] then
+  moving_to = ARGV[2]
+  redis.call('HSET', KEYS[1], 'moving_to', moving_to)
+elseif ARGV[1] == 'end' and moving_to == ARGV[2] then
+  shards, moving_to = moving_to, nil
+  redis.call('HSET', KEYS[1], 'shards', shards)
+  redis.call('HDEL', KEYS[1], 'moving_to')
 end
-redis.call('HSET', KEYS[1], 'shards', ARGV[1])
-return tonumber(ARGV[1])
+return {shards, moving_to or ''}

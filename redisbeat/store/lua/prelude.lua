@@ -57,6 +57,23 @@ local function write_many(command, i, args)
     redis.call(command, KEYS[i], chunk(args, first))
   end
 end
+-- Whether the layout this shard records (KEYS[i], a hash) is not the writer's (ARGV, spelled
+-- '4', or '4>8' while a reshard moves entries from 4 shards to 8): the writer followed a
+-- layout a reshard has changed since, and must read it again rather than write where the
+-- entry may no longer live. No record: the shard never took part in a reshard. The second
+-- value is the error reply of a key of the wrong type.
+local function layout_changed(i, believed)
+  local fields = redis.pcall('HMGET', KEYS[i], 'shards', 'moving_to')
+  local bad = key_error(fields, i, 'hash')
+  if bad or not fields[1] then
+    return false, bad
+  end
+  local spelled = fields[1]
+  if fields[2] then
+    spelled = spelled .. '>' .. fields[2]
+  end
+  return spelled ~= believed, nil
+end
 -- The Redis clock, ms: the one clock every beat shares.
 local function now_ms()
   local t = redis.call('TIME')

@@ -3,13 +3,19 @@
 -- KEYS[1] = entries  HASH       KEYS[4] = inflight    HASH
 -- KEYS[2] = schedule ZSET       KEYS[5] = quarantine  HASH
 -- KEYS[3] = state    HASH       KEYS[6] = its source's SET of names
+-- KEYS[7] = the shard's layout HASH
 -- ARGV[1] = name
 -- ARGV[2] = pub/sub channel to wake the beats on
 -- ARGV[3] = "1": remove only when KEYS[6] holds the name (the caller's source owns it)
--- Returns 1 when something was removed, 0 when nothing was (or another source owns it).
-local bad = wrong_type({'hash', 'zset', 'hash', 'hash', 'hash', 'set'})
+-- ARGV[4] = the layout the caller followed ('4', or '4>8' during a reshard)
+-- Returns 1 when something was removed, 0 when nothing was (or another source owns it),
+--         -2 when the layout changed (read it again).
+local changed, bad = layout_changed(7, ARGV[4])
+bad = bad or wrong_type({'hash', 'zset', 'hash', 'hash', 'hash', 'set'})
 if bad then
   return bad
+elseif changed then
+  return -2
 end
 if ARGV[3] == '1' and redis.call('SISMEMBER', KEYS[6], ARGV[1]) == 0 then
   return 0

@@ -2,12 +2,17 @@
 --
 -- KEYS[1] = entries  HASH
 -- KEYS[2] = schedule ZSET
+-- KEYS[3] = the shard's layout HASH
 -- ARGV[1] = name
 -- ARGV[2] = pub/sub channel
--- Returns 1, or 0 when no entry of that name exists.
-local bad = wrong_type({'hash', 'zset'})
+-- ARGV[3] = the layout the caller followed ('4', or '4>8' during a reshard)
+-- Returns 1, 0 when no entry of that name exists, -2 when the layout changed (read it again).
+local changed, bad = layout_changed(3, ARGV[3])
+bad = bad or wrong_type({'hash', 'zset'})
 if bad then
   return bad
+elseif changed then
+  return -2
 end
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
   return 0

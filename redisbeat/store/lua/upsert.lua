@@ -5,17 +5,23 @@
 -- KEYS[3] = quarantine  HASH
 -- KEYS[4] = the new source's SET of names
 -- KEYS[5] = the previous source's SET of names (same as KEYS[4] when unchanged)
+-- KEYS[6] = the shard's layout HASH
 -- ARGV[1] = name
 -- ARGV[2] = the definition the writer read ('' when there was none)
 -- ARGV[3] = the new definition
 -- ARGV[4] = due ms to schedule at ('' = not scheduled: disabled or nothing left to run)
 -- ARGV[5] = '1' to leave the schedule as it is (the edit did not change when the entry runs)
 -- ARGV[6] = pub/sub channel, to wake the beats when it is written
+-- ARGV[7] = the layout the writer followed ('4', or '4>8' during a reshard)
 -- Returns 1 when written, 0 when the stored definition was already identical,
---         -1 when the stored definition is not the one the writer read (read again).
-local bad = wrong_type({'hash', 'zset', 'hash', 'set', 'set'})
+--         -1 when the stored definition is not the one the writer read (read again),
+--         -2 when the layout changed (read the layout again, then the entry).
+local changed, bad = layout_changed(6, ARGV[7])
+bad = bad or wrong_type({'hash', 'zset', 'hash', 'set', 'set'})
 if bad then
   return bad
+elseif changed then
+  return -2
 end
 local current = redis.call('HGET', KEYS[1], ARGV[1]) or ''
 if current ~= ARGV[2] then
