@@ -27,6 +27,7 @@ DEFAULTS: dict[str, Any] = {
     "entry_cache_size": 10_000,
     "quarantine_after": 3,
     "shards": 1,
+    "claim_ahead_seconds": 0.02,
 }
 #: The most shards a deployment may be split into.
 MAX_SHARDS = 1024
@@ -58,6 +59,8 @@ class Config:
     quarantine_after: int = 3
     #: How many shards (hash tags, so cluster slots) the entries are split into.
     shards: int = 1
+    #: A claim also takes what falls due this soon, sent when due (fewer, larger batches).
+    claim_ahead_seconds: float = 0.02
 
     def __post_init__(self) -> None:
         schemes = (*REDIS_SCHEMES, SENTINEL_SCHEME, *CLUSTER_SCHEMES)
@@ -90,6 +93,13 @@ class Config:
         if not isinstance(after, int) or isinstance(after, bool) or after < 0:
             raise ConfigurationError(
                 f"redisbeat_quarantine_after must be a non-negative integer: {after!r}"
+            )
+        ahead = self.claim_ahead_seconds
+        number = isinstance(ahead, (int, float)) and not isinstance(ahead, bool)
+        if not number or not 0 <= ahead <= self.lease_seconds / 4:
+            raise ConfigurationError(
+                "redisbeat_claim_ahead_seconds must be a number from 0 to a quarter of "
+                f"redisbeat_lease_seconds ({self.lease_seconds / 4:g}): {ahead!r}"
             )
         shards = self.shards
         if not isinstance(shards, int) or isinstance(shards, bool) or not 1 <= shards <= MAX_SHARDS:
@@ -151,6 +161,10 @@ class Config:
     def lease_ms(self) -> int:
         return int(self.lease_seconds * 1000)
 
+    @property
+    def claim_ahead_ms(self) -> int:
+        return int(self.claim_ahead_seconds * 1000)
+
     @classmethod
     def from_app(cls, app: Any) -> Config:
         """Read the ``redisbeat_*`` settings (and the broker URL as a default) from a Celery app."""
@@ -190,6 +204,7 @@ class Config:
             entry_cache_size=get("entry_cache_size"),
             quarantine_after=get("quarantine_after"),
             shards=get("shards"),
+            claim_ahead_seconds=get("claim_ahead_seconds"),
         )
 
 

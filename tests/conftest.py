@@ -9,6 +9,7 @@ import pytest
 import redis
 
 from redisbeat import ScheduleStore
+from redisbeat_testkit.cluster import ClusterRig
 from redisbeat_testkit.processes import Beats
 from redisbeat_testkit.redis_server import OPENED, RedisServer
 
@@ -115,3 +116,10 @@ def _load_hypothesis_profile() -> None:
 
 
 _load_hypothesis_profile()
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterRig]:
+    """A Redis Cluster of 3 masters without replicas, for the tests of one module."""
+    with ClusterRig(parent=tmp_path_factory.mktemp("cluster")) as rig:
+        yield rig

@@ -73,7 +73,7 @@ def test_a_toy_run_of_every_scheduler_writes_tables_charts_and_the_docs(tmp_path
 
     page = tmp_path / "docs" / "benchmarks.md"
     page.parent.mkdir()
-    page.write_text(f"# Benchmarks\n\n{BEGIN}\nold\n{END}\n")
+    page.write_text(f"# Benchmarks\n\n{BEGIN}\nSTALE-TABLES\n{END}\n")
     written = write(tables, tmp_path / "results", "2026-01-01", "smoke", page)
     names = {p.name for p in written}
     assert {"2026-01-01-capacity.json", "2026-01-01-capacity.png"} <= names
@@ -81,7 +81,7 @@ def test_a_toy_run_of_every_scheduler_writes_tables_charts_and_the_docs(tmp_path
     saved = json.loads((tmp_path / "results" / "2026-01-01-capacity.json").read_text())
     assert saved["rows"] == capacity.rows and saved["machine"]["cores"]
     text = page.read_text()
-    assert "old" not in text and "### Summary" in text
+    assert "STALE-TABLES" not in text and "### Summary" in text
     assert "(img/bench/capacity.png)" in text
     assert (page.parent / "img" / "bench" / "capacity.png").read_bytes()[:4] == b"\x89PNG"
 
@@ -108,11 +108,14 @@ def test_a_toy_cluster_run_measures_redisbeat_on_one_redis_and_on_a_cluster_into
     begin, end = SECTIONS["cluster"]
     page = tmp_path / "docs" / "benchmarks.md"
     page.parent.mkdir()
-    page.write_text(f"# Benchmarks\n\n{BEGIN}\nold\n{END}\n\n## Cluster\n\n{begin}\nold\n{end}\n")
+    page.write_text(
+        f"# Benchmarks\n\n{BEGIN}\nSTALE-TABLES\n{END}\n\n"
+        f"## Cluster\n\n{begin}\nSTALE-TABLES\n{end}\n"
+    )
     write([table], tmp_path / "results", "2026-01-01", "smoke", page)
     text = page.read_text()
     latest, section = text.split("## Cluster")
-    assert "old" not in text and "### Summary" in latest and "Redis Cluster" not in latest
+    assert "STALE-TABLES" not in text and "### Summary" in latest and "Redis Cluster" not in latest
     assert "### Redis Cluster and shards" in section and "(img/bench/cluster.png)" in section
 
 
@@ -124,9 +127,14 @@ def test_the_summary_says_how_redisbeat_compares_whichever_way_it_goes() -> None
     assert versus(2, 2, higher_is_better=False) == "even"
 
 
-def test_a_toy_round_trip_count_finds_each_claim_batch_by_its_script(tmp_path: Path) -> None:
+def test_toy_round_trip_and_cold_start_runs_count_claims_and_time_from_the_first_send(
+    tmp_path: Path,
+) -> None:
     with Rig(tmp_path / "rig") as rig:
-        (table,) = run(rig, SMOKE, ["redisbeat"], ["round-trips"])
+        cold, table = run(rig, SMOKE, ["redisbeat"], ["cold-start", "round-trips"])
+    (started,) = cold.rows
+    assert started["steady after s"] == 0 and started["sustained/s"] > 0
+    assert started["missed"] == 0 and started["doubles"] == 0
     (row,) = table.rows
     assert row["fires"] > 0 and row["claims"] > 0
     # A claim batch and its finish: two requests (a claim finding nothing due: one);

@@ -14,6 +14,7 @@ import redis
 from redisbeat import Entry, Interval, ScheduleStore, occurrence_id
 from redisbeat.beat.loop import Dispatcher
 from redisbeat.config import Config
+from redisbeat.errors import ConfigurationError
 from redisbeat.schedule.timing import from_ms
 from redisbeat_testkit.ports import wait_until
 
@@ -346,3 +347,58 @@ def test_a_beat_woken_for_its_heartbeat_claims_only_when_something_may_be_due(st
     d.wait(5)  # the change wakes it at once...
     d.tick()  # ...and it claims
     assert claims() > before and [s[0] for s in rec.sent] == ["now"]
+
+
+def test_a_claim_takes_what_falls_due_within_its_ahead_time_and_sends_each_when_due(store, client):
+    store.upsert_many([every(f"e{i}") for i in range(5)])
+    now = store.now_ms()
+    # Due at once, in 0.1 s and 0.2 s, then well beyond the claim's 0.3 s ahead.
+    dues = [now, now + 100, now + 200, now + 3000, now + 6000]
+    client.zadd(store.keys.schedule, {f"e{i}": due for i, due in enumerate(dues)})
+    sent: list[tuple[str, int, int]] = []
+
+    def publish(entry: Entry, task_id: str, due_ms: int, now_ms: int) -> None:
+        sent.append((entry.name, due_ms, store.now_ms()))
+
+    dispatcher(store, publish, claim_ahead_seconds=0.3).tick()
+    assert [name for name, _, _ in sent] == ["e0", "e1", "e2"]  # one claim
+    assert all(redis_now >= due for _, due, redis_now in sent), "none sent before it was due"
+    assert client.zscore(store.keys.schedule, "e3") == dues[3]  # left for a later claim
+
+
+def test_claiming_ahead_never_takes_over_a_lease_before_it_ends(store, client):
+    store.upsert(every("e"))
+    due = make_due(client, store, "e", 5)
+    dead = store.claim("dead-beat", 300, 10)
+    early = store.claim("other", 30_000, 10, ahead_ms=1000)
+    assert early.claims == [] and early.next_due_ms == dead.lease_until_ms
+    wait_until(lambda: store.now_ms() > dead.lease_until_ms, 5, "the lease to end")
+    later = store.claim("other", 30_000, 10, ahead_ms=1000)
+    assert [(c.due_ms, c.recovered) for c in later.claims] == [(due, True)]
+
+
+def test_claim_ahead_is_at_most_a_quarter_of_the_lease():
+    with pytest.raises(ConfigurationError, match="redisbeat_claim_ahead_seconds"):
+        Config(redis_url="redis://x", lease_seconds=4, claim_ahead_seconds=1.5)
+    with pytest.raises(ConfigurationError, match="redisbeat_claim_ahead_seconds"):
+        Config(redis_url="redis://x", claim_ahead_seconds="0.1")  # type: ignore[arg-type]
+    assert Config(redis_url="redis://x", claim_ahead_seconds=0).claim_ahead_ms == 0
+
+
+def test_an_entry_changed_while_its_claim_is_held_ahead_is_handed_back_to_the_change(store, client):
+    store.upsert_many([every("now"), every("held")])
+    now = store.now_ms()
+    client.zadd(store.keys.schedule, {"now": now, "held": now + 400})
+    sent: list[str] = []
+
+    def publish(entry: Entry, task_id: str, due_ms: int, now_ms: int) -> None:
+        sent.append(entry.name)
+        if entry.name == "now":  # after the claim, before "held" falls due
+            store.upsert(every("held", 30))
+
+    beat = dispatcher(store, publish, claim_ahead_seconds=1)
+    beat.tick()
+    assert sent == ["now"]
+    assert beat.outage.failures == 0, "a claim handed back for a change is no broker trouble"
+    assert client.zscore(store.keys.schedule, "held") >= now + 30_000  # as the edit put it
+    assert client.hlen(store.keys.inflight) == 0

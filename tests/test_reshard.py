@@ -219,12 +219,6 @@ def test_two_beats_send_every_occurrence_once_across_a_reshard_up_and_down(
     reshard_under_beats(beats_for, redis_server, redis_server.url(), prefix, ("3", "2"))
 
 
-@pytest.fixture(scope="module")
-def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterRig]:
-    with ClusterRig(parent=tmp_path_factory.mktemp("cluster")) as rig:
-        yield rig
-
-
 def test_on_a_cluster_a_reshard_spreads_the_entries_over_masters_with_beats_running(
     rig: ClusterRig, redis_server: RedisServer, prefix: str, beats_for: Any
 ):

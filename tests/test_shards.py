@@ -3,7 +3,6 @@ walking every shard, on one Redis and on a Redis Cluster where shards spread ove
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -192,12 +191,6 @@ def test_two_beats_send_every_occurrence_of_a_sharded_schedule_once(
     redis_server: RedisServer, prefix: str, beats_for: Any
 ):
     run_beats(beats_for, redis_server, redis_server.url(), prefix, 4)
-
-
-@pytest.fixture(scope="module")
-def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterRig]:
-    with ClusterRig(parent=tmp_path_factory.mktemp("cluster")) as rig:
-        yield rig
 
 
 def test_on_a_cluster_shards_spread_over_masters_and_two_beats_send_each_occurrence_once(

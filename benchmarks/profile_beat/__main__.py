@@ -2,7 +2,8 @@
 and what each costs in Redis commands, round trips and CPU.
 
     .venv/bin/python -m benchmarks.profile_beat [--rate 1000] [--seconds 10]
-        [--entries-per-rate 10] [--batch 100] [--cache-size N] [--profile | --profile-all]
+        [--entries-per-rate 10] [--batch 100] [--cache-size N] [--claim-ahead S]
+        [--profile | --profile-all]
 
 Starts two private redis-servers (the store and the broker, so the store's command counts
 are its own), loads ``rate * entries-per-rate`` interval entries of period
@@ -48,6 +49,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=100, help="redisbeat_batch_size")
     parser.add_argument(
         "--cache-size", type=int, help="redisbeat_entry_cache_size (default: the setting's)"
+    )
+    parser.add_argument(
+        "--claim-ahead",
+        type=float,
+        help="redisbeat_claim_ahead_seconds (default: the setting's)",
     )
     parser.add_argument(
         "--warmup",

@@ -14,7 +14,12 @@ from .workload import configure, load
 
 def run(args: argparse.Namespace, store_server: Any, broker_server: Any) -> dict[str, Any]:
     app = configure(
-        store_server.url(), broker_server.url(), args.batch, args.cache_size, args.log_level
+        store_server.url(),
+        broker_server.url(),
+        args.batch,
+        args.cache_size,
+        args.log_level,
+        args.claim_ahead,
     )
     from redisbeat.beat.scheduler import RedisScheduler
 

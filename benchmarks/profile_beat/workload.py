@@ -13,7 +13,12 @@ from typing import Any
 
 
 def configure(
-    store_url: str, broker_url: str, batch: int, cache_size: int | None, log_level: str
+    store_url: str,
+    broker_url: str,
+    batch: int,
+    cache_size: int | None,
+    log_level: str,
+    claim_ahead: float | None = None,
 ) -> Any:
     """The Celery app of the test beats (``redisbeat_testkit/proj.py``) on these servers."""
     os.environ.update(
@@ -29,6 +34,8 @@ def configure(
 
     if cache_size is not None:
         app.conf.redisbeat_entry_cache_size = cache_size
+    if claim_ahead is not None:
+        app.conf.redisbeat_claim_ahead_seconds = claim_ahead
     return app
 
 

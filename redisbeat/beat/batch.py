@@ -19,6 +19,7 @@ from ..schedule.cache import EntryCache
 from ..schedule.entry import Entry, occurrence_id
 from ..schedule.timing import from_ms
 from ..store import ScheduleStore
+from ..store.errors import StoreError
 from ..store.records import Claim, ClaimBatch, Outcome
 from .activity import Activity
 from .lease import LeaseKeeper
@@ -59,10 +60,15 @@ class BatchSender:
         self.activity = activity
         self.entries = EntryCache(config.entry_cache_size)
         self._quarantined: set[str] = set()
+        #: Changes published since the batch was claimed, for the claims it holds ahead.
+        self._changed: set[str] = set()
+        #: The claims of the last batch handed back because their entry changed meanwhile.
+        self.changed_back: set[str] = set()
 
     def run(self, batch: ClaimBatch, outcomes: list[Outcome], stopping: Callable[[], bool]) -> None:
         """Send the batch, appending an outcome per claim; what was buffered goes out (or is
         handed back) whatever stops the loop."""
+        self._changed, self.changed_back = set(), set()
         try:
             self._send_all(batch, outcomes, stopping)
         finally:
@@ -84,12 +90,34 @@ class BatchSender:
                 continue
             # The Redis clock now, read off the claim's TIME plus the time spent since.
             now_ms = batch.now_ms + int((time.monotonic() - received) * 1000)
+            if claim.due_ms > now_ms and not claim.impossible:
+                if not self._until_due(claim, claim.due_ms - now_ms, outcomes):
+                    continue
+                elapsed = int((time.monotonic() - received) * 1000)
+                now_ms = max(claim.due_ms, batch.now_ms + elapsed)
             if claim.impossible:
                 outcomes.append(self._reschedule(entry, now_ms))
                 continue
             outcome = self._send(entry, claim, now_ms)
             self.activity.record(outcome, now_ms - outcome.due_ms, claim.recovered)
             outcomes.append(outcome)
+
+    def _until_due(self, claim: Claim, wait_ms: int, outcomes: list[Outcome]) -> bool:
+        """Wait for a claim taken ahead to fall due, what is already due sent meanwhile;
+        False when the entry was changed (edited, removed, run now) in the meantime: the
+        claim is handed back, so the change decides what is sent, as if it had been made
+        before the claim."""
+        self._flush(outcomes)
+        time.sleep(wait_ms / 1000)
+        try:
+            self._changed |= self.store.changed_names()
+            changed = claim.name in self._changed
+        except StoreError:
+            changed = True
+        if changed:
+            outcomes.append(Outcome(claim.name, "release", claim.due_ms))
+            self.changed_back.add(claim.name)
+        return not changed
 
     def _send(self, entry: Entry, claim: Claim, now_ms: int) -> Outcome:
         tz = self.config.timezone

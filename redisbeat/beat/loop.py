@@ -97,7 +97,11 @@ class Dispatcher:
             return self._backoff(exc)
         self.outage.over()
         self.activity.report()
-        if any(o.action == "release" for o in outcomes) and not self.stop_requested:
+        # A claim handed back because its entry changed while it was held is no trouble.
+        changed = self.batches.changed_back
+        if any(o.action == "release" and o.name not in changed for o in outcomes) and (
+            not self.stop_requested
+        ):
             return self._backoff(None)
         self.outage.failures = 0
         if self.stop_requested or len(batch.claims) >= self.config.batch_size:
@@ -110,7 +114,14 @@ class Dispatcher:
         requested = time.monotonic()
         asked_ms = self._redis_now_ms(requested)
         try:
-            batch = self.store.claim(self.beat_id, self.config.lease_ms, self.config.batch_size)
+            batch = self.store.claim(
+                self.beat_id,
+                self.config.lease_ms,
+                self.config.batch_size,
+                # A beat that cannot hear changes could not tell that an entry it holds
+                # ahead was changed meanwhile: it claims only what is due.
+                0 if self._deaf is not None else self.config.claim_ahead_ms,
+            )
         except StoreError:
             # The claim may have run with its reply lost: hand such claims back once Redis
             # answers, rather than leave them to their lease.

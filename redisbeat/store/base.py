@@ -59,6 +59,9 @@ class StoreBase:
         #: A beat's claims not yet finished: entry name -> the shard it was claimed from.
         self._claimed: dict[str, int] = {}
         self._pubsub: Any = None
+        #: Changes a beat took off its subscription mid-batch (:meth:`changed_names`), still
+        #: to be reported as a change.
+        self._taken = False
 
     @classmethod
     def from_config(cls, config: Config) -> Any:

@@ -203,10 +203,10 @@ class Scripts:
 
     # -- a beat's ----------------------------------------------------------------------------
 
-    def claim(self, beat_id: str, lease_ms: int, batch_size: int) -> ClaimBatch:
+    def claim(self, beat_id: str, lease_ms: int, batch_size: int, ahead_ms: int) -> ClaimBatch:
         k = self.keys
         keys = [k.schedule, k.entries, k.inflight, k.state]
-        call = Call(CLAIM, keys, [beat_id, lease_ms, batch_size, MAX_MS])
+        call = Call(CLAIM, keys, [beat_id, lease_ms, batch_size, MAX_MS, ahead_ms])
         return ClaimBatch.from_reply(self.runner.run(call, "lenient"), lease_ms)
 
     def finish(

@@ -15,7 +15,7 @@ from .editing import edit_latency
 from .failover import failover
 from .profiles import DCB, FULL, PROFILES, QUICK, REDBEAT, REDISBEAT, SMOKE, Profile, Table
 from .storage import idle, size
-from .throughput import capacity, round_trips, scale_out
+from .throughput import capacity, cold_start, round_trips, scale_out
 
 __all__ = [
     "DCB",
@@ -33,6 +33,7 @@ __all__ = [
 
 SCENARIOS = (
     "capacity",
+    "cold-start",
     "round-trips",
     "scale-out",
     "size",
@@ -50,6 +51,7 @@ def run(rig: Rig, profile: Profile, schedulers: list[str], only: list[str]) -> l
     cap: Table | None = None
     steps: list[tuple[str, Callable[[], Table]]] = [
         ("capacity", lambda: capacity(rig, profile, schedulers)),
+        ("cold-start", lambda: cold_start(rig, profile, schedulers)),
         ("round-trips", lambda: round_trips(rig, profile, schedulers)),
         ("scale-out", lambda: scale_out(rig, profile, schedulers, cap or Table("", "", []))),
         ("size", lambda: size(rig, profile, schedulers)),

@@ -42,6 +42,9 @@ class Profile:
     cluster_beats: tuple[int, ...]
     #: redisbeat_shards counts tried on each store.
     cluster_shards: tuple[int, ...] = (1, 6)
+    #: Cold start: the offered rate, and the seconds measured from the first occurrence.
+    cold_rate: int = 5_000
+    cold_seconds: float = 40
 
 
 QUICK = Profile(
@@ -93,6 +96,8 @@ SMOKE = Profile(
     cluster_rates=(50,),
     cluster_beats=(2,),
     cluster_shards=(1, 3),
+    cold_rate=50,
+    cold_seconds=3,
 )
 PROFILES = {p.name: p for p in (SMOKE, QUICK, FULL)}
 

@@ -16,6 +16,9 @@
 -- ARGV[4] = the latest valid time, ms: a score outside 0..ARGV[4] (-inf, say) was not written
 --           by redisbeat; such an entry is claimed at now with recovered = 2, so the beat
 --           puts it back on its schedule from its definition instead of sending it
+-- ARGV[5] = how far ahead to claim, ms: entries due by now + ARGV[5] are claimed too (the
+--           beat sends each when it falls due), so a busy schedule is claimed in fewer,
+--           larger batches; a takeover's original due time is returned as it was
 -- Returns {now_ms, earliest_remaining_score_ms or -1 (also when that score is not valid),
 --          name, definition, due_ms, claimed_ms, recovered (0|1|2), name, definition, ...}
 -- A batch costs a fixed handful of commands whatever its size: one read of the schedule's
@@ -24,6 +27,7 @@ local now = now_ms()
 local lease_until = now + tonumber(ARGV[2])
 local batch = tonumber(ARGV[3])
 local max_ms = tonumber(ARGV[4])
+local horizon = now + (tonumber(ARGV[5]) or 0)
 local function valid(ms)
   return ms ~= nil and ms >= 0 and ms <= max_ms
 end
@@ -41,7 +45,7 @@ local names, scores = {}, {}
 local stays = nil -- the first score left alone; nil: none (or not known yet)
 for i = 1, #head, 2 do
   local score = tonumber(head[i + 1])
-  if #names == batch or score > now then
+  if #names == batch or score > horizon then
     stays = score
     break
   end
@@ -50,7 +54,7 @@ for i = 1, #head, 2 do
 end
 local known = stays ~= nil or #head / 2 < limit
 if not known and batch > #names then
-  local more = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES',
+  local more = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', horizon, 'WITHSCORES',
                           'LIMIT', #names, batch - #names)
   for i = 1, #more, 2 do
     names[#names + 1] = more[i]
@@ -74,14 +78,20 @@ if bad then
   return bad
 end
 local dropped, moves, records = {}, {}, {}
+local held = nil -- the earliest lease claimed ahead of its end: another beat's, not over yet
 for i, name in ipairs(names) do
-  if not definitions[i] then
+  local score = tonumber(scores[i])
+  local claim = record(claims[i])
+  local lease = claim and tonumber(claim.due) and tonumber(claim.lease_until) == score
+  if lease and score > now then
+    -- Claiming ahead never takes over a lease before it ends.
+    held = math.min(held or score, score)
+  elseif not definitions[i] then
     -- A schedule member without a definition: drop it rather than spin on it.
     dropped[#dropped + 1] = name
   else
-    local occurrence, claimed, recovered = tonumber(scores[i]), now, 0
-    local claim = record(claims[i])
-    if claim and tonumber(claim.due) and tonumber(claim.lease_until) == tonumber(scores[i]) then
+    local occurrence, claimed, recovered = score, now, 0
+    if lease then
       occurrence, recovered = tonumber(claim.due), 1
       -- A record written before claim times were kept: the claim stood for its due time.
       claimed = tonumber(claim.at) or occurrence
@@ -110,6 +120,9 @@ if not known then
   earliest = tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2])
 elseif #moves > 0 and (earliest == nil or lease_until < earliest) then
   earliest = lease_until
+end
+if held and (earliest == nil or held < earliest) then
+  earliest = held
 end
 if valid(earliest) then
   out[2] = earliest

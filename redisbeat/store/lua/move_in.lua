@@ -11,12 +11,9 @@
 -- ARGV[2] = pub/sub channel: the beats look at every shard again
 -- ARGV[3..] = name, the JSON move_out.lua returned, the index in KEYS of its owner's SET
 -- Returns -2 when the layout changed, else per name 1 (written) or 0 (left as it was).
-local changed, bad = layout_changed(6, ARGV[1])
-bad = bad or wrong_type({'hash', 'zset', 'hash', 'hash', 'hash'})
-if bad then
-  return bad
-elseif changed then
-  return -2
+local refusal = refused(6, ARGV[1], {'hash', 'zset', 'hash', 'hash', 'hash'})
+if refusal then
+  return refusal
 end
 local out, woken = {}, false
 for i = 3, #ARGV, 3 do

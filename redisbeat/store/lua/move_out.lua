@@ -11,12 +11,9 @@
 -- Returns -2 when the layout changed (the reshard ended or another began), else per name:
 -- the JSON of its records (also when an earlier, interrupted move took it out), 1 when it
 -- is claimed (move it later), 0 when this shard holds nothing of it.
-local changed, bad = layout_changed(7, ARGV[1])
-bad = bad or wrong_type({'hash', 'zset', 'hash', 'hash', 'hash', 'hash'})
-if bad then
-  return bad
-elseif changed then
-  return -2
+local refusal = refused(7, ARGV[1], {'hash', 'zset', 'hash', 'hash', 'hash', 'hash'})
+if refusal then
+  return refusal
 end
 local out = {}
 for i = 2, #ARGV do

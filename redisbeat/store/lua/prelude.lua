@@ -74,6 +74,17 @@ local function layout_changed(i, believed)
   end
   return spelled ~= believed, nil
 end
+-- A write script's checks before it touches anything: the shard's layout (KEYS[i]) against
+-- the writer's, then the types of KEYS[1], KEYS[2], ...: an error reply, -2 when the
+-- layout changed, or nil to go on.
+local function refused(i, believed, types)
+  local changed, bad = layout_changed(i, believed)
+  bad = bad or wrong_type(types)
+  if bad then
+    return bad
+  end
+  return changed and -2 or nil
+end
 -- The Redis clock, ms: the one clock every beat shares.
 local function now_ms()
   local t = redis.call('TIME')

@@ -10,12 +10,9 @@
 -- ARGV[4] = the layout the caller followed ('4', or '4>8' during a reshard)
 -- Returns 1 when something was removed, 0 when nothing was (or another source owns it),
 --         -2 when the layout changed (read it again).
-local changed, bad = layout_changed(7, ARGV[4])
-bad = bad or wrong_type({'hash', 'zset', 'hash', 'hash', 'hash', 'set'})
-if bad then
-  return bad
-elseif changed then
-  return -2
+local refusal = refused(7, ARGV[4], {'hash', 'zset', 'hash', 'hash', 'hash', 'set'})
+if refusal then
+  return refusal
 end
 if ARGV[3] == '1' and redis.call('SISMEMBER', KEYS[6], ARGV[1]) == 0 then
   return 0

@@ -7,12 +7,9 @@
 -- ARGV[2] = pub/sub channel
 -- ARGV[3] = the layout the caller followed ('4', or '4>8' during a reshard)
 -- Returns 1, 0 when no entry of that name exists, -2 when the layout changed (read it again).
-local changed, bad = layout_changed(3, ARGV[3])
-bad = bad or wrong_type({'hash', 'zset'})
-if bad then
-  return bad
-elseif changed then
-  return -2
+local refusal = refused(3, ARGV[3], {'hash', 'zset'})
+if refusal then
+  return refusal
 end
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
   return 0

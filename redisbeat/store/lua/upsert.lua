@@ -16,12 +16,9 @@
 -- Returns 1 when written, 0 when the stored definition was already identical,
 --         -1 when the stored definition is not the one the writer read (read again),
 --         -2 when the layout changed (read the layout again, then the entry).
-local changed, bad = layout_changed(6, ARGV[7])
-bad = bad or wrong_type({'hash', 'zset', 'hash', 'set', 'set'})
-if bad then
-  return bad
-elseif changed then
-  return -2
+local refusal = refused(6, ARGV[7], {'hash', 'zset', 'hash', 'set', 'set'})
+if refusal then
+  return refusal
 end
 local current = redis.call('HGET', KEYS[1], ARGV[1]) or ''
 if current ~= ARGV[2] then
