@@ -203,3 +203,19 @@ def test_on_a_cluster_shards_spread_over_masters_and_two_beats_send_each_occurre
         store.close()
     assert len(masters) >= 2, "6 hash tags on one master of 3"
     run_beats(beats_for, redis_server, rig.url, prefix, 6)
+
+
+def test_with_more_than_one_shard_a_claim_takes_only_what_is_due(
+    redis_server: RedisServer, prefix: str
+):
+    """A batch held ahead on one shard would keep the other shards' due entries waiting."""
+    store = sharded(redis_server.url(), prefix, 2)
+    try:
+        store.upsert_many(every(f"e{i}") for i in range(8))
+        soon = store.now_ms() + 2000
+        for i in range(8):
+            store.client.zadd(store.shard(f"e{i}").keys.schedule, {f"e{i}": soon})
+        for _ in range(2):  # each shard
+            assert store.claim("beat-1", 5 * SECOND, 100, ahead_ms=3000).claims == []
+    finally:
+        store.close()

@@ -29,11 +29,14 @@ class BeatCalls(StoreBase):
 
     @translated
     def claim(self, beat_id: str, lease_ms: int, batch_size: int, ahead_ms: int = 0) -> ClaimBatch:
-        """Claim from the shard due soonest what is due, and what falls due within
-        ``ahead_ms`` (the beat sends each when due); the batch says when the next claim is
-        needed on any shard."""
-        shard = self.cursor.pick() if self.layout.span > 1 else 0
-        batch = self.shard_scripts[shard].claim(beat_id, lease_ms, batch_size, ahead_ms)
+        """Claim from the shard due soonest what is due, and, on a deployment of one shard,
+        what falls due within ``ahead_ms`` (the beat sends each when due); the batch says
+        when the next claim is needed on any shard."""
+        span = self.layout.span
+        shard = self.cursor.pick() if span > 1 else 0
+        # A batch held ahead would keep the other shards' due entries waiting behind it.
+        ahead = ahead_ms if span == 1 else 0
+        batch = self.shard_scripts[shard].claim(beat_id, lease_ms, batch_size, ahead)
         self.cursor.seen(shard, batch.next_due_ms)
         # Finishing, renewing and setting aside go where the claim was taken, whatever the
         # layout says by then.
