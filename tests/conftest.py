@@ -2,13 +2,14 @@ from __future__ import annotations
 
 import signal
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
 from redisbeat import ScheduleStore
+from redisbeat.config import Config
 from redisbeat_testkit.cluster import ClusterRig
 from redisbeat_testkit.processes import Beats
 from redisbeat_testkit.redis_server import OPENED, RedisServer
@@ -89,6 +90,21 @@ def stores() -> Iterator[object]:
     def make(server: RedisServer, prefix: str) -> ScheduleStore:
         client = redis.Redis.from_url(server.url(0), decode_responses=True)
         made.append(ScheduleStore(client, prefix=prefix))
+        return made[-1]
+
+    yield make
+    for store in made:
+        store.close()
+
+
+@pytest.fixture
+def sharded_stores() -> Iterator[Callable[[str, str, int], ScheduleStore]]:
+    """Factory: sharded_stores(url, prefix, shards) -> a ScheduleStore with that
+    ``redisbeat_shards``, closed at the end of the test."""
+    made: list[ScheduleStore] = []
+
+    def make(url: str, prefix: str, shards: int) -> ScheduleStore:
+        made.append(ScheduleStore.from_config(Config(url, key_prefix=prefix, shards=shards)))
         return made[-1]
 
     yield make

@@ -8,7 +8,6 @@ import re
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,6 @@ import pytest
 import redis
 
 from redisbeat import Entry, Interval, ScheduleStore
-from redisbeat.config import Config
 from redisbeat.errors import ConfigurationError
 from redisbeat.store.moving import Moves
 from redisbeat.store.records import Outcome
@@ -31,15 +29,10 @@ from redisbeat_testkit.redis_server import RedisServer
 NAMES = [f"e{i}" for i in range(60)]
 
 
-def sharded(url: str, prefix: str, shards: int) -> ScheduleStore:
-    return ScheduleStore.from_config(Config(redis_url=url, key_prefix=prefix, shards=shards))
-
-
 @pytest.fixture
-def store(redis_server: RedisServer, prefix: str) -> Iterator[ScheduleStore]:
-    store = sharded(redis_server.url(), prefix, 1)
-    yield store
-    store.close()
+def store(redis_server: RedisServer, prefix: str, sharded_stores: Any) -> ScheduleStore:
+    made: ScheduleStore = sharded_stores(redis_server.url(), prefix, 1)
+    return made
 
 
 def every(name: str, source: str = "api") -> Entry:
@@ -100,23 +93,20 @@ def test_a_reshard_moves_every_entry_whole_and_leaves_nothing_behind(store: Sche
 
 
 def test_a_store_that_read_the_old_layout_writes_where_the_entry_now_lives(
-    redis_server: RedisServer, prefix: str, store: ScheduleStore
+    redis_server: RedisServer, prefix: str, store: ScheduleStore, sharded_stores: Any
 ):
     store.upsert_many(every(n) for n in NAMES)
-    stale = sharded(redis_server.url(), prefix, 1)
-    try:
-        assert stale.layout == Layout(1)  # read before the reshard
-        Reshard(store).run(4)
-        moved, gone = [n for n in NAMES if store.layout.home(n) != 0][:2]
-        stale.upsert(Entry(moved, "proj.other", Interval(60)))
-        assert stale.remove(gone)
-        assert stale.layout == Layout(4)
-        assert store.get(moved).task == "proj.other"
-        assert where_stored(store, moved) == [store.layout.home(moved)]
-        assert len(store) == len(NAMES) - 1 and gone not in store
-        assert where_stored(store, gone) == []
-    finally:
-        stale.close()
+    stale = sharded_stores(redis_server.url(), prefix, 1)
+    assert stale.layout == Layout(1)  # read before the reshard
+    Reshard(store).run(4)
+    moved, gone = [n for n in NAMES if store.layout.home(n) != 0][:2]
+    stale.upsert(Entry(moved, "proj.other", Interval(60)))
+    assert stale.remove(gone)
+    assert stale.layout == Layout(4)
+    assert store.get(moved).task == "proj.other"
+    assert where_stored(store, moved) == [store.layout.home(moved)]
+    assert len(store) == len(NAMES) - 1 and gone not in store
+    assert where_stored(store, gone) == []
 
 
 def test_an_interrupted_reshard_is_finished_by_running_it_again(store: ScheduleStore):
@@ -214,31 +204,29 @@ def redisbeat_command(*args: str, env: dict[str, str] | None = None) -> Any:
 
 
 def test_two_beats_send_every_occurrence_once_across_a_reshard_up_and_down(
-    redis_server: RedisServer, prefix: str, beats_for: Any
+    redis_server: RedisServer, prefix: str, beats_for: Any, store: ScheduleStore
 ):
-    reshard_under_beats(beats_for, redis_server, redis_server.url(), prefix, ("3", "2"))
+    reshard_under_beats(beats_for, redis_server, redis_server.url(), store, ("3", "2"))
 
 
 def test_on_a_cluster_a_reshard_spreads_the_entries_over_masters_with_beats_running(
-    rig: ClusterRig, redis_server: RedisServer, prefix: str, beats_for: Any
+    rig: ClusterRig, redis_server: RedisServer, prefix: str, beats_for: Any, sharded_stores: Any
 ):
-    reshard_under_beats(beats_for, redis_server, rig.url, prefix, ("6",))
-    store = sharded(rig.url, prefix, 6)
-    try:
-        masters = {rig.node_for_key(s.keys.schedule) for s in store.all_shards()}
-        assert len(store.all_shards()) == 6 and len(masters) >= 2
-    finally:
-        store.close()
+    store = sharded_stores(rig.url, prefix, 1)
+    reshard_under_beats(beats_for, redis_server, rig.url, store, ("6",))
+    masters = {rig.node_for_key(s.keys.schedule) for s in store.all_shards()}
+    assert len(store.all_shards()) == 6 and len(masters) >= 2
 
 
 def reshard_under_beats(
-    beats_for: Any, broker: RedisServer, url: str, prefix: str, counts: tuple[str, ...]
+    beats_for: Any, broker: RedisServer, url: str, store: ScheduleStore, counts: tuple[str, ...]
 ) -> None:
     """24 entries due every 2 s; the command moves them to each of ``counts`` shards in turn
     while two beats run (with one shard in their settings) and an editor writes: every
     occurrence is sent, none twice, and each entry ends up only where the last count puts it.
+    ``store``: a store of the deployment at ``url``, with one shard in its settings.
     """
-    store = sharded(url, prefix, 1)
+    prefix = store.keys.prefix
     queue = redis.Redis.from_url(broker.url(1), decode_responses=True)
     recorder = Recorder(queue)
     recorder.drain()
@@ -268,7 +256,6 @@ def reshard_under_beats(
         assert store.layout == Layout(int(counts[-1]))
         assert all(where_stored(store, n) == [store.layout.home(n)] for n in anchors)
     finally:
-        store.close()
         queue.close()
 
 

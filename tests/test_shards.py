@@ -59,30 +59,29 @@ def test_a_shard_count_out_of_range_stops_startup_naming_the_setting(shards):
 # -- the API over shards ------------------------------------------------------------------------
 
 
-def test_every_api_call_finds_an_entry_in_its_shard(redis_server: RedisServer, prefix: str):
-    store = sharded(redis_server.url(), prefix, 4)
+def test_every_api_call_finds_an_entry_in_its_shard(
+    redis_server: RedisServer, prefix: str, sharded_stores: Any
+):
+    store = sharded_stores(redis_server.url(), prefix, 4)
     client = store.client
-    try:
-        store.upsert_many(every(f"e{i}", source="config") for i in range(40))
-        sizes = [client.hlen(s.keys.entries) for s in store.shard_scripts]
-        assert sum(sizes) == 40 and all(sizes), sizes
-        assert len(store) == 40 and {e.name for e in store} == {f"e{i}" for i in range(40)}
-        assert store.names("config") == {f"e{i}" for i in range(40)}
-        names = [f"e{i}" for i in (7, 1, 30, 2)]
-        assert [s.name for s in store.states(names)] == names
-        assert all(s.next_run_at is not None for s in store.states(names))
-        assert "e7" in store and store.get("e7").name == "e7"
-        store.run_now("e7")
-        assert store.disable("e1") and not store.get("e1").enabled
-        assert store.remove("e2") and "e2" not in store
-        report = store.sync_source("config", [every(f"e{i}", source="config") for i in range(30)])
-        assert (report.added, report.updated) == (["e2"], ["e1"])
-        assert report.removed == [f"e{i}" for i in range(30, 40)] and report.unchanged == 28
-        shard = store.shard("e5")
-        store.quarantine("e5", client.hget(shard.keys.entries, "e5"), "cannot load it", "b")
-        assert list(store.quarantined()) == ["e5"]
-    finally:
-        store.close()
+    store.upsert_many(every(f"e{i}", source="config") for i in range(40))
+    sizes = [client.hlen(s.keys.entries) for s in store.shard_scripts]
+    assert sum(sizes) == 40 and all(sizes), sizes
+    assert len(store) == 40 and {e.name for e in store} == {f"e{i}" for i in range(40)}
+    assert store.names("config") == {f"e{i}" for i in range(40)}
+    names = [f"e{i}" for i in (7, 1, 30, 2)]
+    assert [s.name for s in store.states(names)] == names
+    assert all(s.next_run_at is not None for s in store.states(names))
+    assert "e7" in store and store.get("e7").name == "e7"
+    store.run_now("e7")
+    assert store.disable("e1") and not store.get("e1").enabled
+    assert store.remove("e2") and "e2" not in store
+    report = store.sync_source("config", [every(f"e{i}", source="config") for i in range(30)])
+    assert (report.added, report.updated) == (["e2"], ["e1"])
+    assert report.removed == [f"e{i}" for i in range(30, 40)] and report.unchanged == 28
+    shard = store.shard("e5")
+    store.quarantine("e5", client.hget(shard.keys.entries, "e5"), "cannot load it", "b")
+    assert list(store.quarantined()) == ["e5"]
 
 
 def test_a_store_with_another_shard_count_follows_the_deployments_and_says_so(
@@ -122,38 +121,32 @@ def test_entries_written_before_shards_existed_keep_the_deployment_at_one_shard(
 
 
 def test_the_heartbeat_finds_a_score_past_any_valid_time_in_every_shard(
-    redis_server: RedisServer, prefix: str
+    redis_server: RedisServer, prefix: str, sharded_stores: Any
 ):
-    store = sharded(redis_server.url(), prefix, 4)
-    try:
-        store.upsert_many(every(f"e{i}") for i in range(8))
-        broken = next(f"e{i}" for i in range(8) if shard_of(f"e{i}", 4) != 0)
-        store.client.zadd(store.shard(broken).keys.schedule, {broken: float("inf")})
-        beat = store.heartbeat("beat-1")
-        assert [name for name, _ in beat.beyond] == [broken]
-        assert store.repair(broken, beat.beyond[0][1], "beat-1").startswith("rescheduled")
-        assert store.state(broken).next_run_at is not None
-    finally:
-        store.close()
+    store = sharded_stores(redis_server.url(), prefix, 4)
+    store.upsert_many(every(f"e{i}") for i in range(8))
+    broken = next(f"e{i}" for i in range(8) if shard_of(f"e{i}", 4) != 0)
+    store.client.zadd(store.shard(broken).keys.schedule, {broken: float("inf")})
+    beat = store.heartbeat("beat-1")
+    assert [name for name, _ in beat.beyond] == [broken]
+    assert store.repair(broken, beat.beyond[0][1], "beat-1").startswith("rescheduled")
+    assert store.state(broken).next_run_at is not None
 
 
 def test_a_beat_claims_from_every_shard_and_a_change_makes_it_look_at_all_again(
-    redis_server: RedisServer, prefix: str
+    redis_server: RedisServer, prefix: str, sharded_stores: Any
 ):
-    store = sharded(redis_server.url(), prefix, 4)
-    try:
-        store.upsert_many(every(f"e{i}", 3600) for i in range(12))
-        now = store.now_ms()
-        for i in range(12):
-            store.client.zadd(store.shard(f"e{i}").keys.schedule, {f"e{i}": now - 10})
-        claimed: list[str] = []
-        for _ in range(4):  # each shard once, the soonest first
-            batch = store.claim("beat-1", 5 * SECOND, 100)
-            claimed += [c.name for c in batch.claims]
-        assert sorted(claimed) == sorted(f"e{i}" for i in range(12))
-        assert batch.next_due_ms is not None and batch.next_due_ms > now  # nothing due now
-    finally:
-        store.close()
+    store = sharded_stores(redis_server.url(), prefix, 4)
+    store.upsert_many(every(f"e{i}", 3600) for i in range(12))
+    now = store.now_ms()
+    for i in range(12):
+        store.client.zadd(store.shard(f"e{i}").keys.schedule, {f"e{i}": now - 10})
+    claimed: list[str] = []
+    for _ in range(4):  # each shard once, the soonest first
+        batch = store.claim("beat-1", 5 * SECOND, 100)
+        claimed += [c.name for c in batch.claims]
+    assert sorted(claimed) == sorted(f"e{i}" for i in range(12))
+    assert batch.next_due_ms is not None and batch.next_due_ms > now  # nothing due now
 
 
 # -- real beats ---------------------------------------------------------------------------------
@@ -194,28 +187,22 @@ def test_two_beats_send_every_occurrence_of_a_sharded_schedule_once(
 
 
 def test_on_a_cluster_shards_spread_over_masters_and_two_beats_send_each_occurrence_once(
-    rig: ClusterRig, redis_server: RedisServer, prefix: str, beats_for: Any
+    rig: ClusterRig, redis_server: RedisServer, prefix: str, beats_for: Any, sharded_stores: Any
 ):
-    store = sharded(rig.url, prefix, 6)
-    try:
-        masters = {rig.node_for_key(s.keys.schedule) for s in store.shard_scripts}
-    finally:
-        store.close()
+    store = sharded_stores(rig.url, prefix, 6)
+    masters = {rig.node_for_key(s.keys.schedule) for s in store.shard_scripts}
     assert len(masters) >= 2, "6 hash tags on one master of 3"
     run_beats(beats_for, redis_server, rig.url, prefix, 6)
 
 
 def test_with_more_than_one_shard_a_claim_takes_only_what_is_due(
-    redis_server: RedisServer, prefix: str
+    redis_server: RedisServer, prefix: str, sharded_stores: Any
 ):
     """A batch held ahead on one shard would keep the other shards' due entries waiting."""
-    store = sharded(redis_server.url(), prefix, 2)
-    try:
-        store.upsert_many(every(f"e{i}") for i in range(8))
-        soon = store.now_ms() + 2000
-        for i in range(8):
-            store.client.zadd(store.shard(f"e{i}").keys.schedule, {f"e{i}": soon})
-        for _ in range(2):  # each shard
-            assert store.claim("beat-1", 5 * SECOND, 100, ahead_ms=3000).claims == []
-    finally:
-        store.close()
+    store = sharded_stores(redis_server.url(), prefix, 2)
+    store.upsert_many(every(f"e{i}") for i in range(8))
+    soon = store.now_ms() + 2000
+    for i in range(8):
+        store.client.zadd(store.shard(f"e{i}").keys.schedule, {f"e{i}": soon})
+    for _ in range(2):  # each shard
+        assert store.claim("beat-1", 5 * SECOND, 100, ahead_ms=3000).claims == []

@@ -120,11 +120,7 @@ class StoreBase:
     def shard(self, name: str) -> Scripts:
         """The scripts (and keys) of the shard ``name`` lives in; while a reshard runs, the
         new one if the entry is there, else the old one."""
-        layout = self.layout
-        home = self.shard_scripts[layout.home(name)]
-        if layout.moving_to is None or self.client.hexists(home.keys.entries, name):
-            return home
-        return self.shard_scripts[layout.origin(name)]
+        return self.shard_scripts[self.located([name])[name]]
 
     def located(self, names: list[str]) -> dict[str, int]:
         """Each name's shard, as :meth:`shard` finds it, in one round trip."""
