@@ -15,6 +15,9 @@ import pytest
 import redis
 from celery import Celery
 from celery.signals import after_task_publish, before_task_publish
+from celery.utils.saferepr import saferepr
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kombu import Producer
 from test_dispatcher import Unbuffered
 
@@ -23,6 +26,7 @@ from redisbeat.beat.loop import Dispatcher
 from redisbeat.beat.scheduler import RedisScheduler
 from redisbeat.config import Config
 from redisbeat.sending import Publisher, message_options
+from redisbeat.sending.reprs import argument_repr
 from redisbeat.sending.template import TaskMessages
 from redisbeat_testkit.ports import wait_until
 from redisbeat_testkit.redis_server import RedisServer
@@ -277,9 +281,7 @@ def test_a_router_function_is_asked_for_every_message(app, producer, broker):
     assert [m["queue"] for m in take_messages(broker)] == ["q1", "q2", "q3"]
 
 
-def test_what_a_message_depends_on_is_worked_out_once_per_task_arguments_and_options(
-    app, producer, broker
-):
+def test_what_a_message_depends_on_is_worked_out_once_per_task_and_options(app, producer, broker):
     publisher = Publisher(app, lambda: producer, BEAT, 100)
     entry = Entry("e", "t.plain", Interval(60), args=(1,))
     twin = Entry("twin", "t.plain", Interval(5), args=(1,))  # another name and schedule
@@ -290,8 +292,12 @@ def test_what_a_message_depends_on_is_worked_out_once_per_task_arguments_and_opt
         publisher.flush()
     template = publisher._template(entry)
     assert template.first is not None and template.reprs and template.bodies
-    assert publisher._template(twin) is template
-    assert publisher._template(other) is not template
+    # The others' first messages were made from the entry's, their arguments put in.
+    for e in (twin, other):
+        made = publisher._template(e).first
+        assert made is not None and made is not template.first
+        assert made.publish is template.first.publish
+        assert made.properties is template.first.properties
     sent = take_messages(broker)
     assert [(m["headers"]["redisbeat_entry"], m["body"][0]) for m in sent] == [
         ("e", [1]),
@@ -504,3 +510,39 @@ def test_what_the_batched_path_cannot_build_goes_out_by_apply_async_with_one_war
     [celerys] = take_messages(broker)
     assert comparable(sent[1]) == comparable(celerys)
     assert caplog.text.count("messages of t.plain are sent with apply_async") == 1
+
+
+_JSON_LEAVES = st.none() | st.booleans() | st.integers() | st.floats() | st.text()
+_ARGUMENTS = st.recursive(
+    _JSON_LEAVES,
+    lambda inner: (
+        st.lists(inner)
+        | st.tuples(inner)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(), inner)
+    ),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    _ARGUMENTS,
+    st.sampled_from([None, 1, 8, 40, 1024]),
+    st.sampled_from([0, 1, 2, 3, 6]),
+)
+def test_argument_reprs_are_celerys_saferepr_to_the_character(
+    value: Any, maxsize: int | None, maxlevels: int
+) -> None:
+    # The argsrepr/kwargsrepr headers of a message made from another entry's are written
+    # without saferepr where that gives the same text (short, shallow JSON data).
+    assert argument_repr(value, maxsize, maxlevels) == saferepr(value, maxsize, maxlevels=maxlevels)
+
+
+def test_argument_reprs_leave_what_saferepr_cuts_short_or_marks_to_it() -> None:
+    loop: list[Any] = [1]
+    loop.append(loop)
+    assert argument_repr(loop, 1024, 0) == saferepr(loop, 1024, maxlevels=0)
+    deep = {"a": [[["x"]]]}
+    assert argument_repr(deep, 1024, 3) == "{'a': [[[...]]]}"
+    assert argument_repr("it's " * 300, 1024, 3).endswith("...'")

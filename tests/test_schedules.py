@@ -345,3 +345,18 @@ def test_with_default_tz_rejects_an_unknown_zone() -> None:
     with pytest.raises(InvalidSchedule) as caught:
         with_default_tz(Interval(60), "Mars/Olympus")
     assert caught.value.field == "schedule.tz"
+
+
+def test_a_schedule_read_again_is_the_same_one_and_a_wrong_type_is_still_refused() -> None:
+    # Schedules read back are shared by entries with the same fields, built and checked once.
+    good = {"kind": "cron", "expr": "*/5 * * * *", "tz": None}
+    assert from_json(dict(good)) is from_json(dict(good))
+    interval = {"kind": "interval", "every": 10.0, "relative": True}
+    assert from_json(interval).relative is True
+    # 1 == True, but only a bool is a valid "relative": the cache keeps them apart.
+    with pytest.raises(InvalidSchedule) as raised:
+        from_json({**interval, "relative": 1})
+    assert raised.value.field == "schedule.relative"
+    with pytest.raises(InvalidSchedule) as raised:
+        from_json({**good, "expr": ["*/5"]})  # not hashable, and not a string
+    assert raised.value.field == "schedule.expr"

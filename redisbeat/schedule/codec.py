@@ -7,6 +7,7 @@ definition in Redis is quarantined with a reason instead of crashing a beat.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from datetime import datetime
 from typing import Any
 
@@ -52,9 +53,28 @@ def _parse_at(text: str) -> datetime:
 
 
 def from_json(data: Any) -> Schedule:
-    """Build a schedule from its JSON dict; anything malformed raises InvalidSchedule."""
+    """Build a schedule from its JSON dict; anything malformed raises InvalidSchedule.
+
+    Schedules are immutable, and many entries share one (every 10 s, every hour): one
+    built from the same fields is taken from a cache, without checking (or parsing a cron
+    expression) again.
+    """
     if not isinstance(data, dict):
         raise InvalidSchedule("schedule", f"expected a JSON object, got {type(data).__name__}")
+    # The types are part of the key: 1 and True are equal, but only one is a valid "relative".
+    key = tuple((k, type(v), v) for k, v in data.items())
+    try:
+        return _cached(key)
+    except TypeError:  # a field that is not hashable (a list, say): not a valid one
+        return _build(data)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached(key: tuple[tuple[str, type, Any], ...]) -> Schedule:
+    return _build({k: v for k, _, v in key})
+
+
+def _build(data: dict[str, Any]) -> Schedule:
     kind = data.get("kind")
     if not isinstance(kind, str) or kind not in _FIELD_TYPES:
         raise InvalidSchedule(

@@ -7,7 +7,7 @@ import json
 import math
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any
 
@@ -56,6 +56,12 @@ class Entry:
     description: str = ""
 
     def __post_init__(self) -> None:
+        self._validate(decoded=False)
+
+    def _validate(self, decoded: bool) -> None:
+        """Check every field; ``decoded``: args, kwargs and options are fresh out of JSON
+        (without NaN or Infinity), so JSON can hold them: that check, the dearest, is left
+        out when a beat loads a definition."""
         name = self.name
         if not isinstance(name, str) or not name.strip():
             raise InvalidEntry(str(name), "name", "must be a non-empty string")
@@ -71,7 +77,7 @@ class Entry:
             object.__setattr__(self, "schedule", as_schedule(self.schedule))
         except InvalidSchedule as exc:
             raise InvalidEntry(name, exc.field, exc.message) from None
-        self._check_json()
+        self._check_json(decoded)
         self._check_times()
         if self.catch_up not in CATCH_UP_POLICIES:
             raise InvalidEntry(name, "catch_up", f"must be one of {CATCH_UP_POLICIES}")
@@ -85,7 +91,7 @@ class Entry:
         if not isinstance(self.description, str):
             raise InvalidEntry(name, "description", "must be a string")
 
-    def _check_json(self) -> None:
+    def _check_json(self, decoded: bool) -> None:
         if isinstance(self.args, (str, bytes)) or not isinstance(self.args, Sequence):
             raise InvalidEntry(self.name, "args", "must be a list or tuple")
         object.__setattr__(self, "args", tuple(self.args))
@@ -93,7 +99,15 @@ class Entry:
             value = getattr(self, name)
             if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
                 raise InvalidEntry(self.name, name, "must be a mapping with string keys")
-            object.__setattr__(self, name, dict(value))
+            if not decoded:
+                object.__setattr__(self, name, dict(value))
+        if not decoded:
+            self._check_serialisable()
+        reserved = RESERVED_OPTIONS & set(self.options)
+        if reserved:
+            raise InvalidEntry(self.name, "options", f"may not set {sorted(reserved)}")
+
+    def _check_serialisable(self) -> None:
         try:
             _dumps([self.args, self.kwargs, self.options])
         except (TypeError, ValueError, RecursionError):
@@ -105,9 +119,6 @@ class Entry:
                     raise InvalidEntry(
                         self.name, name, f"is not JSON-serialisable: {exc}"
                     ) from None
-        reserved = RESERVED_OPTIONS & set(self.options)
-        if reserved:
-            raise InvalidEntry(self.name, "options", f"may not set {sorted(reserved)}")
 
     def _check_times(self) -> None:
         for name in ("start_at", "end_at"):
@@ -155,8 +166,10 @@ class Entry:
             # Bytes that were not UTF-8, kept as lone surrogates by the store's client.
             raise CorruptEntry(name, "definition", "is not UTF-8 text")
         try:
-            data = json.loads(raw)
-        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
+            text = raw if isinstance(raw, str) else raw.decode()
+            data = json.loads(text)
+        # RecursionError: nested too deeply; ValueError: UnicodeDecodeError too
+        except (ValueError, RecursionError) as exc:
             raise CorruptEntry(name, "definition", f"is not valid JSON: {exc}") from None
         if not isinstance(data, dict):
             raise CorruptEntry(name, "definition", "is not a JSON object")
@@ -171,13 +184,28 @@ class Entry:
             for key in ("start_at", "end_at"):
                 if values.get(key) is not None:
                     values[key] = _parse_time(name, key, values[key])
-            return cls(**values)
+            # NaN and Infinity are read, but are not JSON: checked as the constructor checks.
+            return cls._decoded(values, "NaN" not in text and "Infinity" not in text)
         except InvalidSchedule as exc:
             raise CorruptEntry(name, exc.field, exc.message) from None
         except InvalidEntry as exc:
             raise CorruptEntry(name, exc.field, exc.message) from None
         except TypeError as exc:
             raise CorruptEntry(name, "definition", str(exc)) from None
+
+    @classmethod
+    def _decoded(cls, values: dict[str, Any], plain: bool) -> Entry:
+        """An entry from a definition's decoded fields, checked as the constructor checks
+        (``plain``: they hold nothing JSON cannot, which needs no check)."""
+        for key in ("name", "task", "schedule"):
+            if key not in values:
+                raise TypeError(f"missing required field {key!r}")
+        entry = cls.__new__(cls)
+        # Frozen: the fields go straight into the instance, as the constructor would put them.
+        vars(entry).update(_DEFAULTS, kwargs={}, options={})
+        vars(entry).update(values)
+        entry._validate(decoded=plain)
+        return entry
 
     # -- time ---------------------------------------------------------------------------------
 
@@ -251,10 +279,12 @@ class Entry:
 
 #: The keys of a stored definition that are the entry's fields.
 _FIELDS = frozenset(f.name for f in fields(Entry))
+#: The defaults of the fields a definition may leave out (kwargs and options: a new dict).
+_DEFAULTS = {f.name: None if f.default is MISSING else f.default for f in fields(Entry)}
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+#: The canonical form: keys sorted, no spaces, no NaN or Infinity (not JSON).
+_dumps = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False).encode
 
 
 def _is_utf8(text: str) -> bool:

@@ -74,7 +74,6 @@ class Publisher:
         self._producer = producer
         self._messages: TaskMessages | None = None
         self._by_entry: LRU[int, tuple[Entry, Template]] = LRU(cache_size)
-        self._by_shape: LRU[str, Template] = LRU(cache_size)
         #: By task and options: a template whose first message another entry's can be made
         #: from (its arguments put in).
         self._by_family: LRU[str, Template] = LRU(cache_size)
@@ -151,7 +150,7 @@ class Publisher:
     def _fall_back(self, entry: Entry, exc: BaseException) -> None:
         known = self._by_entry.get(id(entry))
         if known is not None and known[0] is entry:
-            known[1].modelled = False  # its twins (same task, arguments, options) too
+            known[1].modelled = False
         if entry.task not in self._fell_back:
             self._fell_back.add(entry.task)
             log.warning(
@@ -179,23 +178,19 @@ class Publisher:
         return self._messages
 
     def _template(self, entry: Entry) -> Template:
-        # By identity first (the dispatcher hands over one Entry per definition; the pair
-        # holds the entry, so its id cannot be reused while it is kept), then by what the
-        # message depends on, which entries of the same task and arguments share.
+        # By identity (the dispatcher hands over one Entry per definition; the pair holds
+        # the entry, so its id cannot be reused while it is kept); a new one starts from the
+        # first message of an entry of the same task and options, its arguments put in.
         known = self._by_entry.get(id(entry))
         if known is not None and known[0] is entry:
             return known[1]
-        family = _dumps([entry.task, entry.options])
-        shape = f"{family}{_dumps([entry.args, entry.kwargs])}"
-        template = self._by_shape.get(shape)
-        if template is None:
-            template = self.messages.template(entry)
-            sibling = self._by_family.get(family)
-            if sibling is not None:
-                self.messages.adopt(template, sibling)
-            if sibling is None or sibling.first is None:
-                self._by_family.put(family, template)
-            self._by_shape.put(shape, template)
+        family = f"{entry.task}\0{_dumps(entry.options)}" if entry.options else entry.task
+        template = self.messages.template(entry)
+        sibling = self._by_family.get(family)
+        if sibling is not None:
+            self.messages.adopt(template, sibling)
+        if sibling is None or sibling.first is None:
+            self._by_family.put(family, template)
         self._by_entry.put(id(entry), (entry, template))
         return template
 
@@ -260,6 +255,5 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _dumps(value: Any) -> str:
-    # Key order kept: it shows in the message (the body, the reprs of the arguments).
-    return json.dumps(value, separators=(",", ":"))
+#: Key order kept: it shows in the message (the body, the reprs of the arguments).
+_dumps = json.JSONEncoder(separators=(",", ":")).encode

@@ -15,7 +15,7 @@ or ``link``) is left to ``apply_async``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -23,10 +23,10 @@ from celery import Celery, signals
 from celery.app.amqp import AMQP
 from celery.app.routes import MapRoute
 from celery.app.task import Task
-from celery.utils.saferepr import saferepr
 
 from ..schedule.entry import Entry
 from . import celery_internals as internals
+from .reprs import argument_repr
 from .wire import Defaults, First, Published, declare_once, send_task_message, serialised
 
 #: Entry options handled here as Celery handles them; any other goes by ``apply_async``.
@@ -90,6 +90,8 @@ class TaskMessages:
             and not conf.task_send_sent_event
         )
         self.defaults = Defaults.of(conf, amqp)
+        # Celery 5.5 made the depth a setting; before, saferepr's default (3) applied.
+        self.repr_levels: int = conf.get("task_repr_maxlevels", 3)
 
     def template(self, entry: Entry) -> Template:
         task = self.app.tasks.get(entry.task)
@@ -107,18 +109,14 @@ class TaskMessages:
         first = sibling.first
         if first is None or not t.modelled or signals.before_task_publish.receivers:
             return
-        # Celery 5.5 made the depth a setting; before, saferepr's default (3) applied.
-        levels = self.app.conf.get("task_repr_maxlevels", 3)
+        amqp, levels = self.amqp, self.repr_levels
         t.reprs = {
-            "argsrepr": saferepr(t.args, self.amqp.argsrepr_maxsize, maxlevels=levels),
-            "kwargsrepr": saferepr(t.kwargs, self.amqp.kwargsrepr_maxsize, maxlevels=levels),
+            "argsrepr": argument_repr(t.args, amqp.argsrepr_maxsize, levels),
+            "kwargsrepr": argument_repr(t.kwargs, amqp.kwargsrepr_maxsize, levels),
         }
         body = (t.args, t.kwargs, first.body[2])
-        t.first = replace(
-            first,
-            headers={**first.headers, **t.reprs},
-            body=body,
-            content=serialised(t.bodies, body, first.serializer),
+        t.first = first.with_arguments(
+            {**first.headers, **t.reprs}, body, serialised(t.bodies, body, first.serializer)
         )
 
     def publish(

@@ -86,6 +86,22 @@ class First:
     #: The task's own expiry, when the entry has none (an aware datetime or None).
     task_expires: Any = None
 
+    def with_arguments(
+        self, headers: dict[str, Any], body: Any, content: tuple[str, str, Any]
+    ) -> First:
+        """This message with other arguments (``dataclasses.replace``, at a third the cost)."""
+        return First(
+            headers,
+            self.properties,
+            self.publish,
+            self.declare,
+            body,
+            content,
+            self.serializer,
+            self.ignore_result,
+            self.task_expires,
+        )
+
 
 @dataclass
 class Route:
