@@ -247,3 +247,30 @@ def test_a_change_wakes_beats_sleeping_on_a_cluster(
         beats.stop_all()
         store.close()
         queue.close()
+
+
+def test_a_write_while_its_slot_is_half_moved_waits_for_the_move_never_told_to_go_back(
+    rig: ClusterRig, prefix: str
+):
+    """A node importing a slot answers a script whose keys are not all there yet TRYAGAIN
+    when asked (ASKING), MOVED back to the owner when not: the store keeps asking, and says
+    so as a passing trouble while the slot is between the two."""
+    store = cluster_store(rig.url, prefix)
+    try:
+        store.upsert(Entry("a", "proj.ping", Interval(60)))
+        slot = redis.cluster.key_slot(store.keys.schedule.encode())
+        owner = rig.node_for_key(store.keys.schedule)
+        target = next(port for port in rig.masters() if port != owner)
+        rig.begin_migration(slot, target)
+        while rig.migrate_keys(slot, target):
+            pass  # every key is on the target; the slot is still the owner's
+        with pytest.raises(StoreError) as raised:
+            store.upsert(Entry("b", "proj.ping", Interval(60)))
+        assert not isinstance(raised.value, redis.exceptions.AskError)
+        assert isinstance(raised.value, redis.exceptions.TryAgainError)
+        assert raised.value.trouble.kind != "cluster"
+        rig.end_migration(slot, target)
+        store.upsert(Entry("b", "proj.ping", Interval(60)))
+        assert sorted(e.name for e in store) == ["a", "b"]
+    finally:
+        store.close()

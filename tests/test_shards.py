@@ -13,6 +13,8 @@ from redisbeat import Entry, Interval, ScheduleStore
 from redisbeat.config import Config
 from redisbeat.errors import ConfigurationError
 from redisbeat.store.keys import Keys, shard_of
+from redisbeat.store.records import Outcome
+from redisbeat.store.scripts import CLAIM, FINISH
 from redisbeat_testkit.cluster import ClusterRig
 from redisbeat_testkit.occurrences import SECOND, Recorder, add_entries, check_sent, occurrences
 from redisbeat_testkit.ports import wait_until
@@ -195,14 +197,41 @@ def test_on_a_cluster_shards_spread_over_masters_and_two_beats_send_each_occurre
     run_beats(beats_for, redis_server, rig.url, prefix, 6)
 
 
-def test_with_more_than_one_shard_a_claim_takes_only_what_is_due(
-    redis_server: RedisServer, prefix: str, sharded_stores: Any
+def test_one_claim_takes_what_falls_due_soon_on_every_shard_in_one_round_trip(
+    redis_server: RedisServer, prefix: str, sharded_stores: Any, monkeypatch: pytest.MonkeyPatch
 ):
-    """A batch held ahead on one shard would keep the other shards' due entries waiting."""
-    store = sharded_stores(redis_server.url(), prefix, 2)
-    store.upsert_many(every(f"e{i}") for i in range(8))
-    soon = store.now_ms() + 2000
-    for i in range(8):
-        store.client.zadd(store.shard(f"e{i}").keys.schedule, {f"e{i}": soon})
-    for _ in range(2):  # each shard
-        assert store.claim("beat-1", 5 * SECOND, 100, ahead_ms=3000).claims == []
+    """Claims on different shards proceed together: no shard's due entries wait behind a
+    batch held ahead on another."""
+    store = sharded_stores(redis_server.url(), prefix, 3)
+    names = [f"e{i}" for i in range(12)]
+    store.upsert_many(every(name) for name in names)
+    start = store.now_ms() + 300
+    dues = {name: start + 10 * i for i, name in enumerate(names)}
+    dues["e11"] = start + 60_000  # beyond the window: stays
+    for name, due in dues.items():
+        store.client.zadd(store.shard(name).keys.schedule, {name: due})
+    assert len({store.shard(name).keys.shard for name in names}) == 3
+    for script in (CLAIM, FINISH):  # loaded, as on a server a beat has used
+        store.client.script_load(script.source)
+    trips: list[int] = []
+    sent = redis.connection.Connection.send_packed_command
+    monkeypatch.setattr(
+        redis.connection.Connection,
+        "send_packed_command",
+        lambda self, *a, **kw: (trips.append(1), sent(self, *a, **kw))[1],
+    )
+    batch = store.claim("beat-1", 5 * SECOND, 100, ahead_ms=1000)
+    assert len(trips) == 1
+    assert [c.name for c in batch.claims] == names[:11]  # every shard's, in due order
+    assert [c.due_ms for c in batch.claims] == sorted(dues[n] for n in names[:11])
+    # What is left on each shard is due when its leases end.
+    assert batch.next_due_ms == batch.lease_until_ms
+    outcomes = [
+        Outcome(c.name, "sent", c.due_ms, c.due_ms + 60_000, f"t-{c.name}") for c in batch.claims
+    ]
+    trips.clear()
+    result = store.finish("beat-1", batch.lease_until_ms, outcomes)
+    assert len(trips) == 1 and result.finished == 11
+    for name in names[:11]:
+        assert store.client.zscore(store.shard(name).keys.schedule, name) == dues[name] + 60_000
+        assert not store.client.hexists(store.shard(name).keys.inflight, name)

@@ -21,6 +21,8 @@ from redisbeat_testkit.proxy import TcpProxy
 from redisbeat_testkit.redis_server import RedisServer
 from redisbeat_testkit.sentinel import SentinelGroup
 
+from .store_cluster import StoreCluster
+
 FAKETIME_GLOBS = (
     "/usr/lib/*/faketime/libfaketime.so.1",
     "/usr/lib/faketime/libfaketime.so.1",
@@ -54,16 +56,22 @@ class Settings:
     sentinel: bool = False
     #: redisbeat_wait_replicas for the beats and the workload's writes.
     wait_replicas: int = 0
+    #: Hold the schedule in a Redis Cluster (three masters, a replica each).
+    cluster: bool = False
+    #: redisbeat_shards for the beats and the workload: the count a new deployment records.
+    shards: int = 1
 
 
 @dataclass
 class Cluster:
-    """A persistent store redis-server, a broker redis-server and the beats between them."""
+    """A persistent store redis-server (or a Sentinel group, or a Redis Cluster), a broker
+    redis-server and the beats between them."""
 
     directory: Path
     settings: Settings
     store_server: RedisServer = field(init=False)
     sentinel: SentinelGroup | None = field(init=False, default=None)
+    store_cluster: StoreCluster | None = field(init=False, default=None)
     broker_server: RedisServer = field(init=False)
     beats: Beats = field(init=False)
     #: Beat -> the proxy between it and the store, for the beats that have one.
@@ -88,37 +96,58 @@ class Cluster:
             "TEST_BATCH": str(s.batch_size),
             "TEST_MAX_INTERVAL": "5",
             "TEST_WAIT_REPLICAS": str(s.wait_replicas),
+            "TEST_SHARDS": str(s.shards),
         }
         if s.sentinel:
             self.sentinel = SentinelGroup(self.directory / "sentinel")
+        if s.cluster:
+            self.store_cluster = StoreCluster(self.directory / "store-cluster")
         self.beats = Beats(self.directory, env)
         #: Slot -> index in self.beats.beats of the process now in that slot.
         self.slots: list[int] = []
 
     def start_servers(self) -> None:
+        # The ports of the sentinels and the cluster's nodes are known once they run.
         if self.sentinel is not None:
             self.sentinel.start()
-            # The sentinels' ports are known once they run.
-            self.beats.env.update(
-                TEST_STORE_URL=self.sentinel.url(0), TEST_SENTINEL_MASTER="mymaster"
-            )
+            self.beats.env.update(TEST_SENTINEL_MASTER="mymaster")
+        elif self.store_cluster is not None:
+            self.store_cluster.start()
         else:
             self.store_server.start()
+        self.beats.env.update(TEST_STORE_URL=self.store_url)
         self.broker_server.start()
+
+    @property
+    def store_url(self) -> str:
+        """The schedule's URL: the server's, the sentinels' or the cluster's seed nodes."""
+        if self.sentinel is not None:
+            return self.sentinel.url(0)
+        if self.store_cluster is not None:
+            return self.store_cluster.url
+        return self.store_server.url(0)
+
+    @property
+    def store_port(self) -> int:
+        """The port of the one store redis-server (what a proxy to the store forwards to)."""
+        if self.sentinel is not None or self.store_cluster is not None:
+            raise ValueError("the store is no single redis-server: no proxy can stand for it")
+        return self.store_server.port
 
     @property
     def keys(self) -> Keys:
         return Keys(self.settings.prefix)
 
     def store(self) -> ScheduleStore:
-        """A store client of the workload and the harness, through Sentinel when there is one."""
+        """A store client of the workload and the harness, through Sentinel or the cluster
+        when there is one."""
         s = self.settings
-        url = self.store_server.url(0) if self.sentinel is None else self.sentinel.url(0)
         config = Config(
-            redis_url=url,
+            redis_url=self.store_url,
             key_prefix=s.prefix,
             sentinel_master="mymaster" if self.sentinel is not None else None,
             wait_replicas=s.wait_replicas,
+            shards=s.shards,
             redis_options={"socket_timeout": 5, "socket_connect_timeout": 5},
         )
         return ScheduleStore.from_config(config)
@@ -170,7 +199,11 @@ class Cluster:
         try:
             for _ in range(tries):
                 process.send_signal(signal.SIGSTOP)
-                holders = store.client.hvals(self.keys.inflight)
+                holders = [
+                    claim
+                    for shard in store.all_shards()
+                    for claim in store.client.hvals(shard.keys.inflight)
+                ]
                 if any(f":{process.pid}:" in str(claim) for claim in holders):
                     return True
                 process.send_signal(signal.SIGCONT)
@@ -186,6 +219,8 @@ class Cluster:
 
     def restart_store(self) -> None:
         """kill -9 the store's redis-server and start it again from its append-only file."""
+        if self.sentinel is not None or self.store_cluster is not None:
+            raise ValueError("the store is no single redis-server to restart")
         self.store_server.stop(signal.SIGKILL)
         self.store_server.start()
 
@@ -200,6 +235,8 @@ class Cluster:
             proxy.stop()
         if self.sentinel is not None:
             self.sentinel.stop()
+        if self.store_cluster is not None:
+            self.store_cluster.stop()
         self.store_server.stop()
         self.broker_server.stop()
 

@@ -123,3 +123,10 @@ def sentinel_failover(c: Cluster, rng: random.Random) -> str:
 def mixed(c: Cluster, rng: random.Random) -> str:
     fault = rng.choice([kill9, sigterm, redis_restart, partition_drop, partition_stall])
     return fault(c, rng)
+
+
+def cluster_failover_or_migration(c: Cluster, rng: random.Random) -> str:
+    """On a Redis Cluster, in turn: a random master's replica promoted (``CLUSTER FAILOVER``
+    or ``kill -9`` of the master), and a random shard's slot moved to another master."""
+    assert c.store_cluster is not None
+    return c.store_cluster.alternate(c.keys, c.settings.shards, rng)

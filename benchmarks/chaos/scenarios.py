@@ -19,6 +19,7 @@ from .cluster import Cluster, Settings
 from .faults import (
     Fault,
     broker_stall,
+    cluster_failover_or_migration,
     kill9,
     mixed,
     partition_drop,
@@ -50,6 +51,10 @@ QUICK = Profile("quick", 500, 50, 3, 20, 2, 5)
 FULL = Profile("full", 2000, 200, 5, 60, 5, 6)
 PROFILES = {p.name: p for p in (CI, QUICK, FULL)}
 
+#: The cluster scenario's shards: with the default prefix, the slots of shards 0 and 1 fall
+#: to the first of three masters, 3 to the second and 2 to the third.
+CLUSTER_SHARDS = 4
+
 
 @dataclass(frozen=True)
 class Scenario:
@@ -67,6 +72,10 @@ class Scenario:
     #: Keep the schedule in a Sentinel group; with wait_replicas, writes wait for a replica.
     sentinel: bool = False
     wait_replicas: int = 0
+    #: Keep the schedule in a Redis Cluster (three masters, a replica each), split into
+    #: ``shards`` shards: hash tags whose slots the masters share.
+    cluster: bool = False
+    shards: int = 1
     #: A measurement of what asynchronous replication loses in a failover rather than a
     #: test of the guarantees: only "none early" and "no beat crashed" are enforced. An
     #: undone edit makes the checker's expectations wrong for its entry, and only the last
@@ -103,6 +112,14 @@ SCENARIOS = {
             may_repeat=True,
             sentinel=True,
             wait_replicas=1,
+        ),
+        Scenario(
+            "cluster failover and slot migration",
+            cluster_failover_or_migration,
+            may_repeat=True,
+            wait_replicas=1,
+            cluster=True,
+            shards=CLUSTER_SHARDS,
         ),
     )
 }
@@ -142,7 +159,10 @@ def run(
     rng = random.Random(f"{seed}:{scenario.name}")
     load_before = os.getloadavg()[0]
     settings = settings or Settings(
-        sentinel=scenario.sentinel, wait_replicas=scenario.wait_replicas
+        sentinel=scenario.sentinel,
+        wait_replicas=scenario.wait_replicas,
+        cluster=scenario.cluster,
+        shards=scenario.shards,
     )
     cluster = Cluster(directory, settings)
     reader: QueueReader | None = None
@@ -185,7 +205,7 @@ def _start(cluster: Cluster, scenario: Scenario, profile: Profile) -> None:
     """The servers, with the proxies and clock skews the scenario puts its beats behind."""
     cluster.start_servers()
     if scenario.proxied:
-        cluster.proxies[0] = TcpProxy(cluster.store_server.port).start()
+        cluster.proxies[0] = TcpProxy(cluster.store_port).start()
     if scenario.broker_proxied:
         cluster.broker_proxies[0] = TcpProxy(cluster.broker_server.port).start()
     if scenario.skew:

@@ -174,13 +174,19 @@ class ScheduleStore(BeatCalls, ChangeFeed, EntryReads):
         """The Redis clock, the stored definitions and the schedule scores, in one round trip
         (to the server of the schedule: its clock is the one the scripts read)."""
 
-        def read(node: redis.Redis) -> list[Any]:
+        def read(node: redis.Redis, asking: bool) -> list[Any]:
             pipe = node.pipeline(transaction=False)
             pipe.time()
-            pipe.hmget(keys.entries, names)
-            for name in names:
-                pipe.zscore(keys.schedule, name)
+            for command, *args in (
+                ("hmget", keys.entries, names),
+                *(("zscore", keys.schedule, name) for name in names),
+            ):
+                if asking:
+                    pipe.execute_command("ASKING")  # type: ignore[no-untyped-call]
+                getattr(pipe, command)(*args)
             replies: list[Any] = pipe.execute(raise_on_error=False)
+            if asking:
+                replies = [replies[0], *replies[2::2]]  # less the ASKINGs' OKs
             if isinstance(replies[1], AskError):
                 raise replies[1]  # the slot moved: read again where it is
             return replies

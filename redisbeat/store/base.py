@@ -13,7 +13,8 @@ from .client import Connection
 from .errors import translated
 from .keys import Keys
 from .replication import Replicas
-from .scripts import Runner, Scripts
+from .runner import Runner
+from .scripts import Scripts
 from .shards import Layout, ShardCursor
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,8 @@ class StoreBase:
         self._told_layout = False
         #: A beat's claims not yet finished: entry name -> the shard it was claimed from.
         self._claimed: dict[str, int] = {}
+        #: Per shard, the lease_until of this beat's claims there (each shard's clock sets it).
+        self._leases: dict[int, int] = {}
         self._pubsub: Any = None
         #: Changes a beat took off its subscription mid-batch (:meth:`changed_names`), still
         #: to be reported as a change.
@@ -147,7 +150,9 @@ class StoreBase:
     @translated
     def now_ms(self) -> int:
         """The Redis clock of the server holding the schedule, the one clock beats share."""
-        seconds, micros = self.connection.on_node(self.keys.schedule, lambda node: node.time())
+        seconds, micros = self.connection.on_node(
+            self.keys.schedule, lambda node, _asking: node.time()
+        )
         return int(seconds) * 1000 + int(micros) // 1000
 
     @translated

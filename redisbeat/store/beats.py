@@ -20,7 +20,7 @@ from .records import (
     text,
     text_or_none,
 )
-from .scripts import Scripts
+from .scripts import renewed_until
 from .shards import Layout
 
 
@@ -29,23 +29,45 @@ class BeatCalls(StoreBase):
 
     @translated
     def claim(self, beat_id: str, lease_ms: int, batch_size: int, ahead_ms: int = 0) -> ClaimBatch:
-        """Claim from the shard due soonest what is due, and, on a deployment of one shard,
-        what falls due within ``ahead_ms`` (the beat sends each when due); the batch says
-        when the next claim is needed on any shard."""
-        span = self.layout.span
-        shard = self.cursor.pick() if span > 1 else 0
-        # A batch held ahead would keep the other shards' due entries waiting behind it.
-        ahead = ahead_ms if span == 1 else 0
-        batch = self.shard_scripts[shard].claim(beat_id, lease_ms, batch_size, ahead)
-        self.cursor.seen(shard, batch.next_due_ms)
-        # Finishing, renewing and setting aside go where the claim was taken, whatever the
-        # layout says by then.
-        self._claimed.update((claim.name, shard) for claim in batch.claims)
-        return replace(batch, next_due_ms=self.cursor.earliest(batch.now_ms))
+        """Claim what is due, and what falls due within ``ahead_ms`` (the beat sends each
+        when due), from every shard with an entry due by then, in one round trip per
+        server; the batch, in due order, says when the next claim is needed on any shard."""
+        shards = self.cursor.due(ahead_ms) if self.layout.span > 1 else [0]
+        size = -(-batch_size // len(shards))  # the batch shared among them
+        calls = [
+            self.shard_scripts[s].claim_call(beat_id, lease_ms, size, ahead_ms) for s in shards
+        ]
+        replies = self.runner.run_spread(calls, "lenient")
+        batches, error = [], None
+        for shard, reply in zip(shards, replies, strict=True):
+            if isinstance(reply, Exception):
+                error = error or reply
+                continue
+            batch = ClaimBatch.from_reply(reply, lease_ms)
+            self.cursor.seen(shard, batch.next_due_ms, batch.now_ms)
+            # Finishing, renewing and setting aside go where the claim was taken, under the
+            # lease that shard's clock set, whatever the layout says by then.
+            if batch.claims:
+                self._claimed.update((claim.name, shard) for claim in batch.claims)
+                self._leases[shard] = batch.lease_until_ms
+            batches.append(batch)
+        if error is not None:
+            raise error  # the claims taken are handed back (expire_lost)
+        now_ms = min(b.now_ms for b in batches)  # the slowest clock: nothing goes out early
+        claims = sorted((c for b in batches for c in b.claims), key=lambda c: c.due_ms)
+        lease_until = min(b.lease_until_ms for b in batches)
+        return ClaimBatch(now_ms, lease_until, self.cursor.earliest(now_ms), claims)
 
-    def _claimed_shard(self, name: str) -> Scripts:
+    def _claimed_shard(self, name: str) -> int:
         index = self._claimed.get(name)
-        return self.shard(name) if index is None else self.shard_scripts[index]
+        return self.shard(name).keys.shard if index is None else index
+
+    def _by_shard(self, names: list[str]) -> dict[int, list[int]]:
+        """The positions of ``names`` by the shard each was claimed from."""
+        groups: dict[int, list[int]] = {}
+        for i, name in enumerate(names):
+            groups.setdefault(self._claimed_shard(name), []).append(i)
+        return groups
 
     @translated
     def finish(
@@ -55,25 +77,64 @@ class BeatCalls(StoreBase):
         outcomes: list[Outcome],
         quarantine_after: int = 0,
     ) -> FinishResult:
-        """Reschedule, record or hand back claimed entries (only those still this beat's).
+        """Reschedule, record or hand back claimed entries (only those still this beat's),
+        each on its shard under the lease that shard set (``lease_until_ms`` where none is
+        known), one round trip per server.
 
         An entry whose sends failed ``quarantine_after`` times in a row is set aside.
         """
         if not outcomes:
             return self.scripts.finish(beat_id, lease_until_ms, outcomes, quarantine_after)
-        scripts = self._claimed_shard(outcomes[0].name)  # a batch is one shard's claims
-        result = scripts.finish(beat_id, lease_until_ms, outcomes, quarantine_after)
-        for outcome in outcomes:
-            self._claimed.pop(outcome.name, None)
-        self.cursor.seen(scripts.keys.shard, result.next_due_ms)
-        return replace(result, next_due_ms=self.cursor.earliest(result.now_ms))
+        groups = self._by_shard([o.name for o in outcomes])
+        calls = [
+            self.shard_scripts[shard].finish_call(
+                beat_id,
+                self._leases.get(shard, lease_until_ms),
+                [outcomes[i] for i in positions],
+                quarantine_after,
+            )
+            for shard, positions in groups.items()
+        ]
+        results, error = [], None
+        for (shard, positions), reply in zip(
+            groups.items(), self.runner.run_spread(calls, "lenient"), strict=True
+        ):
+            if isinstance(reply, Exception):
+                error = error or reply
+                continue
+            result = FinishResult.from_reply(reply)
+            self.cursor.seen(shard, result.next_due_ms, result.now_ms)
+            for i in positions:
+                self._claimed.pop(outcomes[i].name, None)
+            results.append(result)
+        if error is not None:
+            raise error
+        return _merged(results, self.cursor.earliest(min(r.now_ms for r in results)))
 
     @translated
     def renew(self, beat_id: str, lease_until_ms: int, names: list[str], lease_ms: int) -> int:
-        """Extend the claims on ``names`` this beat holds under ``lease_until_ms``; returns
-        the new lease_until (from now, by the Redis clock)."""
-        scripts = self._claimed_shard(names[0]) if names else self.scripts  # one batch: one shard
-        return scripts.renew(beat_id, lease_until_ms, names, lease_ms)
+        """Extend the claims on ``names`` this beat holds, each shard's under the lease it
+        set (``lease_until_ms`` where none is known); returns the earliest new lease_until
+        (from now, by the Redis clock)."""
+        if not names:
+            return self.scripts.renew(beat_id, lease_until_ms, names, lease_ms)
+        groups = self._by_shard(names)
+        calls = [
+            self.shard_scripts[shard].renew_call(
+                beat_id,
+                self._leases.get(shard, lease_until_ms),
+                [names[i] for i in positions],
+                lease_ms,
+            )
+            for shard, positions in groups.items()
+        ]
+        replies = self.runner.run_spread(calls, "lenient")
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        for shard, reply in zip(groups, replies, strict=True):
+            self._leases[shard] = renewed_until(reply)
+        return min(self._leases[shard] for shard in groups)
 
     @translated
     def expire_lost(self, beat_id: str, since_ms: int, lease_ms: int) -> int:
@@ -88,7 +149,8 @@ class BeatCalls(StoreBase):
     @translated
     def quarantine(self, name: str, definition: str, error: str, by: str) -> bool:
         """Set aside a definition that cannot be loaded, unless it changed meanwhile."""
-        return self._claimed_shard(name).quarantine(name, definition, error, by)
+        shard = self.shard_scripts[self._claimed_shard(name)]
+        return shard.quarantine(name, definition, error, by)
 
     @translated
     def heartbeat(self, beat_id: str) -> Heartbeat:
@@ -174,3 +236,16 @@ class BeatCalls(StoreBase):
     def config_applied(self, version: str) -> bool:
         """Record that the entries of ``version`` are written; False if it was replaced."""
         return self.scripts.config_applied(version)
+
+
+def _merged(results: list[FinishResult], next_due_ms: int | None) -> FinishResult:
+    """One result for a batch finished on several shards."""
+    if len(results) == 1:
+        return replace(results[0], next_due_ms=next_due_ms)
+    return FinishResult(
+        sum(r.finished for r in results),
+        min(r.now_ms for r in results),
+        next_due_ms,
+        tuple(name for r in results for name in r.quarantined),
+        {name: what for r in results for name, what in r.garbled.items()},
+    )

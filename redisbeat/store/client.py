@@ -13,7 +13,7 @@ from typing import Any, TypeVar, cast
 
 import redis
 from redis.cluster import ClusterNode, RedisCluster
-from redis.exceptions import AskError, ClusterDownError, NoPermissionError
+from redis.exceptions import AskError, ClusterDownError, MovedError, NoPermissionError
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
 from ..config import Config
@@ -80,24 +80,26 @@ class Connection:
             return client.get_redis_connection(client.get_node_from_key(key))
         return client
 
-    def on_node(self, key: str, read: Callable[[redis.Redis], T]) -> T:
-        """``read(node)`` on the server that serves ``key``; again on the server a MOVED or
-        ASK names. On a cluster, a lost connection makes it learn the slots again and read
-        once more, from a promoted replica (reads only: running one twice is harmless)."""
-        node = self.node(key)
+    def on_node(self, key: str, read: Callable[[redis.Redis, bool], T]) -> T:
+        """``read(node, asking)`` on the server that serves ``key``; again on the server a
+        MOVED or ASK names (after ASK, each command of ``key``'s slot goes after an ASKING:
+        the node importing the slot answers MOVED back without it). On a cluster, a lost
+        connection makes it learn the slots again and read once more, from a promoted
+        replica (reads only: running one twice is harmless)."""
+        node, asking = self.node(key), False
         lost = False
         for _ in range(MAX_REDIRECTS):
             try:
-                return read(node)
+                return read(node, asking)
             except AskError as exc:
-                node = self.redirected(exc)
+                node, asking = self.redirected(exc), not isinstance(exc, MovedError)
             except (redis.ConnectionError, redis.TimeoutError, ClusterDownError):
                 if lost or not self.is_cluster:
                     raise
                 lost = True
                 self.refresh()
-                node = self.node(key)
-        return read(node)
+                node, asking = self.node(key), False
+        return read(node, asking)
 
     def refresh(self) -> None:
         """Learn a cluster's slots again (a failover or a slot moved); nothing on one server."""

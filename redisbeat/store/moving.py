@@ -17,7 +17,7 @@ from typing import Any, Literal
 from .base import StoreBase
 from .errors import LayoutChanged
 from .keys import Keys
-from .scripts import Call, Runner, Script
+from .runner import Call, Runner, Script
 from .shards import Layout
 
 MOVE_OUT = Script.named("move_out")

@@ -1,66 +1,22 @@
 """The Lua scripts (``lua/*.lua``), each behind one typed wrapper.
 
 A wrapper builds its script's KEYS and ARGV (the headers of the ``.lua`` files say what each
-is), decodes the reply into a record and turns return codes into named errors. The
-:class:`Runner` is the one place that runs a script: by EVALSHA, loading it again on NOSCRIPT
-(a restarted or flushed server, a replica just promoted), with ``WAIT`` for replicas riding in
-the same round trip.
+is), decodes the reply into a record and turns return codes into named errors; the
+:class:`~.runner.Runner` runs them.
 """
 
 from __future__ import annotations
 
-import hashlib
-import time
-from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
-from importlib.resources import files
-from typing import Any, Literal
-
-import redis
-from redis.exceptions import AskError, MovedError, NoScriptError, TryAgainError
+from typing import Any
 
 from ..errors import EntryNotFound
 from ..schedule.clock import MAX_MS
-from .client import Connection
 from .errors import LayoutChanged
 from .keys import Keys
 from .records import ClaimBatch, FinishResult, Heartbeat, Outcome, wire
-from .replication import Replicas
+from .runner import Call, Runner, Script
 from .shards import Layout
-
-#: How many times a script is loaded again when the server answers NOSCRIPT, per call: a
-#: ``SCRIPT FLUSH`` may land between a load and the EVALSHA after it.
-MAX_RELOADS = 3
-#: How many times a pipeline of scripts runs again while replies say it did not run
-#: (NOSCRIPT, a cluster's MOVED, ASK or TRYAGAIN while a slot moves).
-MAX_ATTEMPTS = 5
-#: The pause before running again after TRYAGAIN (a slot between two nodes).
-TRY_AGAIN_SECONDS = 0.02
-
-#: ``strict``: WAIT for replicas and raise when too few acknowledge (the editors' writes);
-#: ``lenient``: a beat's writes, judged by :class:`Replicas`; ``none``: no WAIT.
-Wait = Literal["strict", "lenient", "none"]
-
-
-@cache
-def _read(name: str) -> str:
-    return (files(__package__) / "lua" / f"{name}.lua").read_text(encoding="utf-8")
-
-
-@dataclass(frozen=True)
-class Script:
-    """One Lua file after the shared prelude (its key type check, ``wrong_type``)."""
-
-    name: str
-    source: str
-    sha: str
-
-    @classmethod
-    def named(cls, name: str) -> Script:
-        source = _read("prelude") + _read(name)
-        return cls(name, source, hashlib.sha1(source.encode()).hexdigest())
-
 
 CLAIM = Script.named("claim")
 FINISH = Script.named("finish")
@@ -74,111 +30,6 @@ UPSERT = Script.named("upsert")
 REMOVE = Script.named("remove")
 RUN_NOW = Script.named("run_now")
 LAYOUT = Script.named("layout")
-
-
-#: Replies that say a script did not run, so running it again is safe.
-_NOT_RUN = (NoScriptError, AskError, TryAgainError)
-
-
-@dataclass(frozen=True)
-class Call:
-    script: Script
-    keys: Sequence[str]
-    args: Sequence[Any]
-
-
-class Runner:
-    """Runs scripts by EVALSHA, loading them on NOSCRIPT, following a cluster's MOVED and ASK,
-    with WAIT where asked.
-
-    A reply of NOSCRIPT, MOVED, ASK or TRYAGAIN means the script did not run, so running it
-    again (loaded, or on the node named) is safe; any other failure is raised.
-    """
-
-    def __init__(self, connection: Connection, replicas: Replicas) -> None:
-        self.connection = connection
-        self.replicas = replicas
-
-    def run(self, call: Call, wait: Wait) -> Any:
-        """One script's reply (an error reply is raised)."""
-        if (wait == "none" or not self.replicas.count) and not self.connection.is_cluster:
-            for _ in range(MAX_RELOADS - 1):
-                try:
-                    return self._evalsha(self.connection.client, call)
-                except NoScriptError:
-                    self._load(self.connection.client, call.script)
-            return self._evalsha(self.connection.client, call)
-        (reply,), acked, waited, node = self._execute([call], wait)
-        if isinstance(reply, Exception):
-            raise reply
-        if waited is not None:
-            self.replicas.acknowledged(acked, wait == "strict", waited, node)
-        return reply
-
-    def run_many(self, calls: list[Call]) -> list[Any]:
-        """Strict writes in one pipeline; each reply in order, error replies among them."""
-        replies, acked, waited, node = self._execute(calls, "strict")
-        if waited is not None:
-            self.replicas.acknowledged(acked, True, waited, node)
-        return replies
-
-    def _execute(
-        self, calls: list[Call], wait: Wait
-    ) -> tuple[list[Any], Any, int | None, redis.Redis]:
-        """Every call on the server that serves their keys (one slot), then WAIT there."""
-        replies: list[Any] = [None] * len(calls)
-        todo = list(range(len(calls)))
-        node = self.connection.node(calls[0].keys[0]) if calls else self.connection.client
-        asking = False
-        for attempt in range(MAX_ATTEMPTS):
-            pipe = node.pipeline(transaction=False)
-            for i in todo:
-                if asking:
-                    pipe.execute_command("ASKING")  # type: ignore[no-untyped-call]
-                self._evalsha(pipe, calls[i])
-            waited = None if wait == "none" else self.replicas.add_wait(pipe, wait == "strict")
-            try:
-                out = pipe.execute(raise_on_error=False)
-            except (redis.ConnectionError, redis.TimeoutError):
-                self.connection.refresh()  # a failover: the next call finds the new master
-                raise
-            acked = out.pop() if waited is not None else None
-            if asking:
-                out = out[1::2]  # the ASKINGs' OKs
-            again = [i for i, r in zip(todo, out, strict=True) if isinstance(r, _NOT_RUN)]
-            for i, reply in zip(todo, out, strict=True):
-                replies[i] = reply
-            if not again or attempt == MAX_ATTEMPTS - 1:
-                return replies, acked, waited, node
-            node, asking = self._before_again([replies[i] for i in again], calls, again, node)
-            todo = again
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _before_again(
-        self, errors: list[Any], calls: list[Call], again: list[int], node: redis.Redis
-    ) -> tuple[redis.Redis, bool]:
-        """Make the calls that did not run ready to run again: where, and whether ASKING."""
-        redirect = next((e for e in errors if isinstance(e, AskError)), None)
-        if redirect is not None:
-            node = self.connection.redirected(redirect)
-        elif any(isinstance(e, TryAgainError) for e in errors):
-            time.sleep(TRY_AGAIN_SECONDS)  # a slot is half migrated: it settles in ms
-        for script in {
-            calls[i].script
-            for i, e in zip(again, errors, strict=True)
-            if isinstance(e, NoScriptError)
-        }:
-            self._load(node, script)
-        asking = redirect is not None and not isinstance(redirect, MovedError)
-        return node, asking
-
-    @staticmethod
-    def _evalsha(target: Any, call: Call) -> Any:
-        return target.evalsha(call.script.sha, len(call.keys), *call.keys, *call.args)
-
-    @staticmethod
-    def _load(node: Any, script: Script) -> None:
-        node.script_load(script.source)
 
 
 @dataclass(frozen=True)
@@ -204,28 +55,43 @@ class Scripts:
     # -- a beat's ----------------------------------------------------------------------------
 
     def claim(self, beat_id: str, lease_ms: int, batch_size: int, ahead_ms: int) -> ClaimBatch:
+        call = self.claim_call(beat_id, lease_ms, batch_size, ahead_ms)
+        return ClaimBatch.from_reply(self.runner.run(call, "lenient"), lease_ms)
+
+    def claim_call(self, beat_id: str, lease_ms: int, batch_size: int, ahead_ms: int) -> Call:
+        """The claim, to run with other shards' (its reply: :meth:`ClaimBatch.from_reply`)."""
         k = self.keys
         keys = [k.schedule, k.entries, k.inflight, k.state]
-        call = Call(CLAIM, keys, [beat_id, lease_ms, batch_size, MAX_MS, ahead_ms])
-        return ClaimBatch.from_reply(self.runner.run(call, "lenient"), lease_ms)
+        return Call(CLAIM, keys, [beat_id, lease_ms, batch_size, MAX_MS, ahead_ms])
 
     def finish(
         self, beat_id: str, lease_until_ms: int, outcomes: list[Outcome], quarantine_after: int
     ) -> FinishResult:
+        call = self.finish_call(beat_id, lease_until_ms, outcomes, quarantine_after)
+        return FinishResult.from_reply(self.runner.run(call, "lenient"))
+
+    def finish_call(
+        self, beat_id: str, lease_until_ms: int, outcomes: list[Outcome], quarantine_after: int
+    ) -> Call:
+        """The finish, to run with other shards' (its reply: :meth:`FinishResult.from_reply`)."""
         k = self.keys
         args: list[Any] = [beat_id, lease_until_ms, k.events, quarantine_after, MAX_MS]
         for o in outcomes:
             nxt = "" if o.next_due_ms is None else o.next_due_ms
             args += [wire(o.name), o.action, nxt, o.task_id, o.due_ms, o.error]
         keys = [k.schedule, k.inflight, k.state, k.entries, k.quarantine]
-        reply = self.runner.run(Call(FINISH, keys, args), "lenient")
-        return FinishResult.from_reply(reply)
+        return Call(FINISH, keys, args)
 
     def renew(self, beat_id: str, lease_until_ms: int, names: list[str], lease_ms: int) -> int:
+        call = self.renew_call(beat_id, lease_until_ms, names, lease_ms)
+        return renewed_until(self.runner.run(call, "lenient"))
+
+    def renew_call(
+        self, beat_id: str, lease_until_ms: int, names: list[str], lease_ms: int
+    ) -> Call:
+        """The renewal, to run with other shards' (its reply: :func:`renewed_until`)."""
         args = [beat_id, lease_until_ms, lease_ms, *(wire(n) for n in names)]
-        call = Call(RENEW, [self.keys.schedule, self.keys.inflight], args)
-        lease_until, _renewed = self.runner.run(call, "lenient")
-        return int(lease_until)
+        return Call(RENEW, [self.keys.schedule, self.keys.inflight], args)
 
     def expire_lost(self, beat_id: str, earliest_lease_until: int, lease_ms: int) -> int:
         k = self.keys
@@ -314,6 +180,12 @@ class Scripts:
         call = Call(RUN_NOW, [k.entries, k.schedule, k.shard_layout], [name, k.events, layout])
         if not _settled(self.runner.run(call, "strict")):
             raise EntryNotFound(name)
+
+
+def renewed_until(reply: Any) -> int:
+    """The lease_until a renewal set, from renew.lua's reply."""
+    lease_until, _renewed = reply
+    return int(lease_until)
 
 
 def _settled(reply: Any) -> Any:

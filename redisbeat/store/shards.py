@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from dataclasses import dataclass
 
 from .keys import shard_of
@@ -63,6 +64,9 @@ class ShardCursor:
     def __init__(self, shards: int) -> None:
         self._due = [-math.inf] * shards
         self._next = random.randrange(shards)
+        #: The Redis clock at the last report (ms) and the monotonic time it came, to tell
+        #: which shards are due by now.
+        self._clock: tuple[int, float] | None = None
 
     def resize(self, shards: int) -> None:
         """Follow a new layout: a shard added counts as due now."""
@@ -72,16 +76,30 @@ class ShardCursor:
 
     def pick(self) -> int:
         """The shard due soonest; among equals, the next one round from the last pick."""
-        count = len(self._due)
-        order = [(self._next + i) % count for i in range(count)]
-        shard = min(order, key=lambda s: self._due[s])
-        self._next = (shard + 1) % count
+        shard = min(self._order(), key=lambda s: self._due[s])
+        self._next = (shard + 1) % len(self._due)
         return shard
 
-    def seen(self, shard: int, next_due_ms: int | None) -> None:
-        """A claim or finish on ``shard`` said when its earliest entry is due (None: none)."""
+    def due(self, ahead_ms: int) -> list[int]:
+        """The shards with an entry due within ``ahead_ms`` of now (by the clock the last
+        report gave), round from the next one; at least the shard due soonest."""
+        horizon = -math.inf  # no clock yet: the shards not seen yet are due
+        if self._clock is not None:
+            redis_ms, then = self._clock
+            horizon = redis_ms + (time.monotonic() - then) * 1000 + ahead_ms
+        shards = [s for s in self._order() if self._due[s] <= horizon]
+        if not shards:
+            return [self.pick()]
+        self._next = (shards[0] + 1) % len(self._due)
+        return shards
+
+    def seen(self, shard: int, next_due_ms: int | None, now_ms: int | None = None) -> None:
+        """A claim or finish on ``shard`` said when its earliest entry is due (None: none),
+        at ``now_ms`` by its Redis clock."""
         if shard < len(self._due):
             self._due[shard] = math.inf if next_due_ms is None else next_due_ms
+        if now_ms is not None:
+            self._clock = (now_ms, time.monotonic())
 
     def changed(self) -> None:
         """A change was heard (or may have been missed): every shard may be due now."""
@@ -93,3 +111,7 @@ class ShardCursor:
         if soonest == math.inf:
             return None
         return now_ms if soonest == -math.inf else int(soonest)
+
+    def _order(self) -> list[int]:
+        count = len(self._due)
+        return [(self._next + i) % count for i in range(count)]

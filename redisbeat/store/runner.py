@@ -1,0 +1,186 @@
+"""Running the Lua scripts: the one place that does, by EVALSHA.
+
+A script is loaded again on NOSCRIPT (a restarted or flushed server, a replica just
+promoted), a cluster's MOVED, ASK and TRYAGAIN are followed, and ``WAIT`` for replicas rides
+in the same round trip. Calls on several shards run as one pipeline per server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
+from typing import Any, Literal
+
+import redis
+from redis.exceptions import AskError, MovedError, NoScriptError, TryAgainError
+
+from .client import Connection
+from .replication import Replicas
+
+#: How many times a script is loaded again when the server answers NOSCRIPT, per call: a
+#: ``SCRIPT FLUSH`` may land between a load and the EVALSHA after it.
+MAX_RELOADS = 3
+#: How many times a pipeline of scripts runs again while replies say it did not run
+#: (NOSCRIPT, a cluster's MOVED, ASK or TRYAGAIN while a slot moves).
+MAX_ATTEMPTS = 5
+#: The pause before running again after TRYAGAIN (a slot between two nodes).
+TRY_AGAIN_SECONDS = 0.02
+
+#: ``strict``: WAIT for replicas and raise when too few acknowledge (the editors' writes);
+#: ``lenient``: a beat's writes, judged by :class:`Replicas`; ``none``: no WAIT.
+Wait = Literal["strict", "lenient", "none"]
+
+
+@cache
+def _read(name: str) -> str:
+    return (files(__package__) / "lua" / f"{name}.lua").read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class Script:
+    """One Lua file after the shared prelude (its key type check, ``wrong_type``)."""
+
+    name: str
+    source: str
+    sha: str
+
+    @classmethod
+    def named(cls, name: str) -> Script:
+        source = _read("prelude") + _read(name)
+        return cls(name, source, hashlib.sha1(source.encode()).hexdigest())
+
+
+#: Replies that say a script did not run, so running it again is safe.
+_NOT_RUN = (NoScriptError, AskError, TryAgainError)
+
+
+@dataclass(frozen=True)
+class Call:
+    script: Script
+    keys: Sequence[str]
+    args: Sequence[Any]
+
+
+class Runner:
+    """Runs scripts by EVALSHA, loading them on NOSCRIPT, following a cluster's MOVED and ASK,
+    with WAIT where asked.
+
+    A reply of NOSCRIPT, MOVED, ASK or TRYAGAIN means the script did not run, so running it
+    again (loaded, or on the node named) is safe; any other failure is raised.
+    """
+
+    def __init__(self, connection: Connection, replicas: Replicas) -> None:
+        self.connection = connection
+        self.replicas = replicas
+
+    def run(self, call: Call, wait: Wait) -> Any:
+        """One script's reply (an error reply is raised)."""
+        if (wait == "none" or not self.replicas.count) and not self.connection.is_cluster:
+            for _ in range(MAX_RELOADS - 1):
+                try:
+                    return self._evalsha(self.connection.client, call)
+                except NoScriptError:
+                    self._load(self.connection.client, call.script)
+            return self._evalsha(self.connection.client, call)
+        (reply,), acked, waited, node = self._execute([call], wait)
+        if isinstance(reply, Exception):
+            raise reply
+        if waited is not None:
+            self.replicas.acknowledged(acked, wait == "strict", waited, node)
+        return reply
+
+    def run_many(self, calls: list[Call]) -> list[Any]:
+        """Strict writes in one pipeline; each reply in order, error replies among them."""
+        replies, acked, waited, node = self._execute(calls, "strict")
+        if waited is not None:
+            self.replicas.acknowledged(acked, True, waited, node)
+        return replies
+
+    def run_spread(self, calls: list[Call], wait: Wait) -> list[Any]:
+        """Calls on several shards: one pipeline per server that serves them (one round trip
+        on one Redis); each reply in order, error replies among them."""
+        groups: dict[int, list[int]] = {}
+        for i, call in enumerate(calls):
+            groups.setdefault(id(self.connection.node(call.keys[0])), []).append(i)
+        replies: list[Any] = [None] * len(calls)
+        for indices in groups.values():
+            out, acked, waited, node = self._execute([calls[i] for i in indices], wait)
+            if waited is not None:
+                self.replicas.acknowledged(acked, wait == "strict", waited, node)
+            for i, reply in zip(indices, out, strict=True):
+                replies[i] = reply
+        return replies
+
+    def _execute(
+        self, calls: list[Call], wait: Wait
+    ) -> tuple[list[Any], Any, int | None, redis.Redis]:
+        """Every call on the server that serves their keys (one slot), then WAIT there."""
+        replies: list[Any] = [None] * len(calls)
+        todo = list(range(len(calls)))
+        node = self.connection.node(calls[0].keys[0]) if calls else self.connection.client
+        asking = False
+        for attempt in range(MAX_ATTEMPTS):
+            pipe = node.pipeline(transaction=False)
+            for i in todo:
+                if asking:
+                    pipe.execute_command("ASKING")  # type: ignore[no-untyped-call]
+                self._evalsha(pipe, calls[i])
+            waited = None if wait == "none" else self.replicas.add_wait(pipe, wait == "strict")
+            try:
+                out = pipe.execute(raise_on_error=False)
+            except (redis.ConnectionError, redis.TimeoutError):
+                self.connection.refresh()  # a failover: the next call finds the new master
+                raise
+            acked = out.pop() if waited is not None else None
+            if asking:
+                out = out[1::2]  # the ASKINGs' OKs
+            again = [i for i, r in zip(todo, out, strict=True) if isinstance(r, _NOT_RUN)]
+            for i, reply in zip(todo, out, strict=True):
+                replies[i] = reply
+            if not again or attempt == MAX_ATTEMPTS - 1:
+                return replies, acked, waited, node
+            node, asking = self._before_again(
+                [replies[i] for i in again], calls, again, node, asking
+            )
+            todo = again
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _before_again(
+        self,
+        errors: list[Any],
+        calls: list[Call],
+        again: list[int],
+        node: redis.Redis,
+        asking: bool,
+    ) -> tuple[redis.Redis, bool]:
+        """Make the calls that did not run ready to run again: where, and whether ASKING.
+
+        After TRYAGAIN or NOSCRIPT they run again where they were, ASKING as they were: a
+        node importing a slot answers a script whose keys are not all there yet TRYAGAIN
+        when asked, and MOVED back to the slot's owner when not.
+        """
+        redirect = next((e for e in errors if isinstance(e, AskError)), None)
+        if redirect is not None:
+            node = self.connection.redirected(redirect)
+            asking = not isinstance(redirect, MovedError)
+        elif any(isinstance(e, TryAgainError) for e in errors):
+            time.sleep(TRY_AGAIN_SECONDS)  # a slot is half migrated: it settles in ms
+        for script in {
+            calls[i].script
+            for i, e in zip(again, errors, strict=True)
+            if isinstance(e, NoScriptError)
+        }:
+            self._load(node, script)
+        return node, asking
+
+    @staticmethod
+    def _evalsha(target: Any, call: Call) -> Any:
+        return target.evalsha(call.script.sha, len(call.keys), *call.keys, *call.args)
+
+    @staticmethod
+    def _load(node: Any, script: Script) -> None:
+        node.script_load(script.source)
