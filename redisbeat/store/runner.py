@@ -103,6 +103,11 @@ class Runner:
     def run_spread(self, calls: list[Call], wait: Wait) -> list[Any]:
         """Calls on several shards: one pipeline per server that serves them (one round trip
         on one Redis); each reply in order, error replies among them."""
+        if len(calls) == 1:  # one shard: no pipeline to build
+            try:
+                return [self.run(calls[0], wait)]
+            except redis.ResponseError as exc:
+                return [exc]
         groups: dict[int, list[int]] = {}
         for i, call in enumerate(calls):
             groups.setdefault(id(self.connection.node(call.keys[0])), []).append(i)
