@@ -197,10 +197,7 @@ class Entry:
     def _decoded(cls, values: dict[str, Any], plain: bool) -> Entry:
         """An entry from a definition's decoded fields, checked as the constructor checks
         (``plain``: they hold nothing JSON cannot, which needs no check)."""
-        for key in ("name", "task", "schedule"):
-            if key not in values:
-                raise TypeError(f"missing required field {key!r}")
-        entry = cls.__new__(cls)
+        entry = cls.__new__(cls)  # loads saw to name, task and schedule
         # Frozen: the fields go straight into the instance, as the constructor would put them.
         vars(entry).update(_DEFAULTS, kwargs={}, options={})
         vars(entry).update(values)

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from ..errors import CorruptEntry
 from ..schedule.clock import MAX_MS, from_ms
@@ -20,7 +22,8 @@ from .records import (
     text,
     text_or_none,
 )
-from .scripts import renewed_until
+from .runner import Call
+from .scripts import Scripts, renewed_until
 from .shards import Layout
 
 
@@ -62,12 +65,24 @@ class BeatCalls(StoreBase):
         index = self._claimed.get(name)
         return self.shard(name).keys.shard if index is None else index
 
-    def _by_shard(self, names: list[str]) -> dict[int, list[int]]:
-        """The positions of ``names`` by the shard each was claimed from."""
+    def _per_shard(
+        self,
+        names: list[str],
+        lease_until_ms: int,
+        call: Callable[[Scripts, int, list[int]], Call],
+    ) -> list[tuple[int, list[int], Any]]:
+        """``call(scripts, lease_until, positions)`` for each shard ``names`` were claimed
+        from (the lease that shard set, ``lease_until_ms`` where none is known; the
+        positions of its names), one pipeline per server: (shard, positions, reply) each."""
         groups: dict[int, list[int]] = {}
         for i, name in enumerate(names):
             groups.setdefault(self._claimed_shard(name), []).append(i)
-        return groups
+        calls = [
+            call(self.shard_scripts[shard], self._leases.get(shard, lease_until_ms), positions)
+            for shard, positions in groups.items()
+        ]
+        replies = self.runner.run_spread(calls, "lenient")
+        return [(s, p, r) for (s, p), r in zip(groups.items(), replies, strict=True)]
 
     @translated
     def finish(
@@ -85,20 +100,18 @@ class BeatCalls(StoreBase):
         """
         if not outcomes:
             return self.scripts.finish(beat_id, lease_until_ms, outcomes, quarantine_after)
-        groups = self._by_shard([o.name for o in outcomes])
-        calls = [
-            self.shard_scripts[shard].finish_call(
+        replies = self._per_shard(
+            [o.name for o in outcomes],
+            lease_until_ms,
+            lambda scripts, lease, positions: scripts.finish_call(
                 beat_id,
-                self._leases.get(shard, lease_until_ms),
+                lease,
                 [outcomes[i] for i in positions],
                 quarantine_after,
-            )
-            for shard, positions in groups.items()
-        ]
+            ),
+        )
         results, error = [], None
-        for (shard, positions), reply in zip(
-            groups.items(), self.runner.run_spread(calls, "lenient"), strict=True
-        ):
+        for shard, positions, reply in replies:
             if isinstance(reply, Exception):
                 error = error or reply
                 continue
@@ -118,23 +131,22 @@ class BeatCalls(StoreBase):
         (from now, by the Redis clock)."""
         if not names:
             return self.scripts.renew(beat_id, lease_until_ms, names, lease_ms)
-        groups = self._by_shard(names)
-        calls = [
-            self.shard_scripts[shard].renew_call(
+        replies = self._per_shard(
+            names,
+            lease_until_ms,
+            lambda scripts, lease, positions: scripts.renew_call(
                 beat_id,
-                self._leases.get(shard, lease_until_ms),
+                lease,
                 [names[i] for i in positions],
                 lease_ms,
-            )
-            for shard, positions in groups.items()
-        ]
-        replies = self.runner.run_spread(calls, "lenient")
-        for reply in replies:
+            ),
+        )
+        for _shard, _positions, reply in replies:
             if isinstance(reply, Exception):
                 raise reply
-        for shard, reply in zip(groups, replies, strict=True):
+        for shard, _positions, reply in replies:
             self._leases[shard] = renewed_until(reply)
-        return min(self._leases[shard] for shard in groups)
+        return min(self._leases[shard] for shard, _positions, _reply in replies)
 
     @translated
     def expire_lost(self, beat_id: str, since_ms: int, lease_ms: int) -> int:
