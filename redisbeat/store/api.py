@@ -27,7 +27,7 @@ from .errors import LayoutChanged, translated
 from .keys import Keys
 from .moving import move
 from .reads import EntryReads
-from .records import SyncReport, text_or_none
+from .records import SyncReport, text_or_none, wire
 from .scripts import Scripts, Upsert
 from .shards import Layout
 
@@ -246,7 +246,7 @@ class ScheduleStore(BeatCalls, ChangeFeed, EntryReads):
             shard = self.shard_scripts[self._placed([name], layout)[name]]
             owner = source
             if owner is None:
-                raw = self.client.hget(shard.keys.entries, name)
+                raw = self.client.hget(shard.keys.entries, wire(name))
                 old = _load_or_none(text_or_none(raw), name)
                 owner = old.source if old is not None else "api"
             return shard.remove(name, owner, source is not None, layout.spelled)

@@ -12,6 +12,7 @@ from ..errors import ConfigurationError
 from .client import Connection
 from .errors import translated
 from .keys import Keys
+from .records import wire
 from .replication import Replicas
 from .runner import Runner
 from .scripts import Scripts
@@ -132,7 +133,7 @@ class StoreBase:
             return {name: layout.home(name) for name in names}
         pipe = self.client.pipeline(transaction=False)
         for name in names:
-            pipe.hexists(self.shard_scripts[layout.home(name)].keys.entries, name)
+            pipe.hexists(self.shard_scripts[layout.home(name)].keys.entries, wire(name))
         there = pipe.execute()
         return {
             name: layout.home(name) if found else layout.origin(name)

@@ -21,6 +21,7 @@ from .records import (
     Outcome,
     text,
     text_or_none,
+    wire,
 )
 from .runner import Call
 from .scripts import Scripts, renewed_until
@@ -197,7 +198,7 @@ class BeatCalls(StoreBase):
         """Put an entry whose score is not a valid time back on its schedule, from its
         definition (a corrupt one is set aside); returns what was done, for the log."""
         scripts = self.shard(name)
-        raw = text_or_none(self.client.hget(scripts.keys.entries, name))
+        raw = text_or_none(self.client.hget(scripts.keys.entries, wire(name)))
         due: int | None = None
         if raw is not None:
             try:

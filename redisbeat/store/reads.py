@@ -15,7 +15,7 @@ from ..schedule.entry import Entry
 from .base import StoreBase
 from .errors import translated
 from .keys import Keys
-from .records import BeatInfo, EntryState, Quarantined, text
+from .records import BeatInfo, EntryState, Quarantined, text, wire
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ class EntryReads(StoreBase):
 
     @translated
     def get(self, name: str) -> Entry:
-        raw = self.client.hget(self.shard(name).keys.entries, name)
+        raw = self.client.hget(self.shard(name).keys.entries, wire(name))
         if raw is None:
             raise EntryNotFound(name)
         return Entry.loads(raw, name)
@@ -37,7 +37,7 @@ class EntryReads(StoreBase):
     def __contains__(self, name: object) -> bool:
         if not isinstance(name, str):
             return False
-        return bool(self.client.hexists(self.shard(name).keys.entries, name))
+        return bool(self.client.hexists(self.shard(name).keys.entries, wire(name)))
 
     @translated
     def __len__(self) -> int:
@@ -76,11 +76,11 @@ class EntryReads(StoreBase):
             groups.setdefault(index, []).append(name)
         pipe = self.client.pipeline(transaction=False)
         for index, group in groups.items():
-            keys = self.all_shards()[index].keys
-            pipe.zmscore(keys.schedule, group)
-            pipe.hmget(keys.state, group)
-            pipe.hmget(keys.inflight, group)
-            pipe.hmget(keys.quarantine, group)
+            keys, sent = self.all_shards()[index].keys, [wire(n) for n in group]
+            pipe.zmscore(keys.schedule, sent)  # type: ignore[arg-type]  # bytes are members too
+            pipe.hmget(keys.state, sent)
+            pipe.hmget(keys.inflight, sent)
+            pipe.hmget(keys.quarantine, sent)
         replies = iter(pipe.execute())
         found: dict[str, EntryState] = {}
         for group in groups.values():

@@ -170,14 +170,15 @@ class Scripts:
         k = self.keys
         keys = [k.entries, k.schedule, k.state, k.inflight, k.quarantine, k.source(owner)]
         keys.append(k.shard_layout)
-        args = [name, k.events, "1" if only_if_owned else "0", layout]
+        args = [wire(name), k.events, "1" if only_if_owned else "0", layout]
         return bool(_settled(self.runner.run(Call(REMOVE, keys, args), "strict")))
 
     def run_now(self, name: str, layout: str) -> None:
         """Raises :class:`EntryNotFound` when no entry of that name exists, and
         :class:`LayoutChanged` when ``layout`` is no longer the shard's."""
         k = self.keys
-        call = Call(RUN_NOW, [k.entries, k.schedule, k.shard_layout], [name, k.events, layout])
+        keys, args = [k.entries, k.schedule, k.shard_layout], [wire(name), k.events, layout]
+        call = Call(RUN_NOW, keys, args)
         if not _settled(self.runner.run(call, "strict")):
             raise EntryNotFound(name)
 

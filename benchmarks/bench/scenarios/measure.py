@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from ..adapters import Adapter, Spec, now_ms
 from ..harness import BeatProcess, Rig, redis_usage, specs_for
 from ..judging import Fires, judge, rounded
-from .profiles import LOAD_RATE, MAX_ENTRIES, REDISBEAT, START_S, Profile
+from .profiles import LOAD_RATE, MAX_ENTRIES, START_S, Profile
 
 #: The longest a scheduler's beats may take to send their first message (start-up on a
 #: loaded machine: Django's setup, imports); a run that sends nothing by then measures 0/s.
@@ -85,11 +85,7 @@ def measure_rate(
     began = time.monotonic()
     adapter.load(specs)
     load_s = time.monotonic() - began
-    # From the steady state, redisbeat's entry cache holds every entry that fires (its
-    # default holds 10,000); the cold start runs at the default.
-    raised = adapter.name == REDISBEAT and not cold_s
-    cache = {"BENCH_REDISBEAT_CACHE": str(max(10_000, count))} if raised else {}
-    procs = rig.start_beats(adapter, beats, **cache)
+    procs = rig.start_beats(adapter, beats)
     first = max(start, now_ms())
     w0 = first if cold_s else steady(rig, first, period, count)
     w1 = w0 + int((cold_s or profile.window) * 1000)
