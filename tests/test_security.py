@@ -720,20 +720,14 @@ def test_a_beat_on_a_redis_cluster_needs_the_documented_acl_and_its_cluster_line
 def beat_on_cluster_with_documented_acl(
     tmp_path: Path, beats_for: BeatsFor, broker: RedisServer, queue: redis.Redis
 ) -> None:
-    users, extra = documented_users(), cluster_additions()
-    password = secrets.token_hex(12)
     with ClusterRig(parent=tmp_path) as rig:
-        nodes = [rig.node_client(port) for port in rig.masters()]
-        for node in nodes:
-            command(node, *users["beat"].setuser_args(password))
-            command(node, "ACL", "SETUSER", "beat", *extra["beat"])
+        url, nodes = documented_cluster_user(rig, "beat")
         admin = ScheduleStore.from_app(app_for(redisbeat_redis_url=rig.url))
         admin.upsert(Entry("every-second", "proj.ping", Interval(1)))
         admin.close()
         for node in nodes:
             node.config_resetstat()
             command(node, "ACL", "LOG", "RESET")
-        url = rig.url.replace("redis-cluster://", f"redis-cluster://beat:{password}@")
         beats = beats_for(broker, "redisbeat", TEST_BROKER_URL=broker.url(0), TEST_STORE_URL=url)
         beat = beats.start(1)[0]
         sent: list[Any] = []
@@ -743,8 +737,25 @@ def beat_on_cluster_with_documented_acl(
         for node in nodes:
             stats = node.info("commandstats")
             assert not {k: v for k, v in stats.items() if v["rejected_calls"]}, stats
-            denials = {_field(e, "object") for e in command(node, "ACL", "LOG")}
-            assert not denials - TOLERATED_REFUSALS, denials
+        assert_no_denials(nodes)
+
+
+def documented_cluster_user(rig: ClusterRig, user: str) -> tuple[str, list[redis.Redis]]:
+    """Make the documented ``user``, with its cluster lines, on every master: the cluster
+    URL that logs in as it, and a client of each master."""
+    users, extra = documented_users(), cluster_additions()
+    password = secrets.token_hex(12)
+    nodes = [rig.node_client(port) for port in rig.masters()]
+    for node in nodes:
+        command(node, *users[user].setuser_args(password))
+        command(node, "ACL", "SETUSER", user, *extra[user])
+    return rig.url.replace("redis-cluster://", f"redis-cluster://{user}:{password}@"), nodes
+
+
+def assert_no_denials(nodes: list[redis.Redis]) -> None:
+    for node in nodes:
+        denials = {_field(e, "object") for e in command(node, "ACL", "LOG")}
+        assert not denials - TOLERATED_REFUSALS, denials
 
 
 def test_the_documented_cluster_acl_reads_and_writes_while_a_slot_is_half_moved(
@@ -752,18 +763,12 @@ def test_the_documented_cluster_acl_reads_and_writes_while_a_slot_is_half_moved(
 ) -> None:
     """While the schedule's slot moves, a key that has left is answered with ASK, and the
     client asks the new owner with ASKING first: the documented cluster lines grant it."""
-    users, extra = documented_users(), cluster_additions()
-    password = secrets.token_hex(12)
     with ClusterRig(parent=tmp_path) as rig:
-        nodes = [rig.node_client(port) for port in rig.masters()]
-        for node in nodes:
-            command(node, *users["editor"].setuser_args(password))
-            command(node, "ACL", "SETUSER", "editor", *extra["editor"])
+        url, nodes = documented_cluster_user(rig, "editor")
         admin = ScheduleStore.from_app(app_for(redisbeat_redis_url=rig.url))
         entry = Entry("moving", "proj.ping", Interval(60))
         admin.upsert(entry)
         admin.close()
-        url = rig.url.replace("redis-cluster://", f"redis-cluster://editor:{password}@")
         editor = ScheduleStore.from_app(app_for(redisbeat_redis_url=url))
         try:
             slot = redis.cluster.key_slot(editor.keys.schedule.encode())
@@ -780,6 +785,4 @@ def test_the_documented_cluster_acl_reads_and_writes_while_a_slot_is_half_moved(
             assert editor.get("moving").enabled is False
         finally:
             editor.close()
-        for node in nodes:
-            denials = {_field(e, "object") for e in command(node, "ACL", "LOG")}
-            assert not denials - TOLERATED_REFUSALS, denials
+        assert_no_denials(nodes)
