@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import uuid
 
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from redisbeat import Entry, Interval
 from redisbeat.config import Config
 from redisbeat.errors import ConfigurationError, CorruptEntry
-from redisbeat.schedule.cache import LRU, EntryCache
+from redisbeat.schedule.cache import ADMIT_EVERY, LRU, EntryCache
 from redisbeat.schedule.entry import OCCURRENCE_NAMESPACE, occurrence_id
 
 
@@ -72,8 +73,44 @@ def test_an_lru_moves_what_it_returns_to_the_back():
     lru.put("a", 1)
     lru.put("b", 2)
     assert lru.get("a") == 1
-    lru.put("c", 3)
+    for _ in range(ADMIT_EVERY):
+        lru.put("c", 3)
     assert (lru.get("a"), lru.get("b"), lru.get("c")) == (1, None, 3)
+
+
+def test_a_full_lru_takes_in_one_new_key_in_admit_every_in_place_of_the_least_recently_used():
+    lru: LRU[str, int] = LRU(2)
+    assert lru.put("a", 1) and lru.put("b", 2)
+    lru.get("a")
+    turned_away = [lru.put(f"n{i}", i) for i in range(ADMIT_EVERY - 1)]
+    assert not any(turned_away)
+    assert (lru.get("a"), lru.get("b"), len(lru)) == (1, 2, 2)
+    assert lru.put("b", 20)  # a key it holds is always updated
+    assert lru.put("last", 0)
+    assert (lru.get("a"), lru.get("b"), lru.get("last")) == (None, 20, 0)
+
+
+def test_entries_that_come_round_in_a_cycle_longer_than_the_cache_keep_hitting_what_it_holds():
+    # 500 entries fired in turn through a cache of 100: a plain LRU would drop each one
+    # before it came back and never hit; this one keeps (nearly) the same 100 each round.
+    cache = EntryCache(100)
+    definitions = [(definition(f"e{i}"), f"e{i}") for i in range(500)]
+    rounds = [[cache.load(d, name) for d, name in definitions] for _ in range(4)]
+    for before, after in itertools.pairwise(rounds):
+        same = sum(a is b for a, b in zip(before, after, strict=True))
+        assert 100 - 500 // ADMIT_EVERY <= same <= 100
+    assert len(cache) == 100
+
+
+def test_an_entry_that_stops_coming_is_the_first_replaced():
+    cache = EntryCache(2)
+    gone = cache.load(definition("edited", 60), "edited")
+    kept = cache.load(definition("k"), "k")
+    for _ in range(ADMIT_EVERY):
+        assert cache.load(definition("k"), "k") is kept
+        cache.load(definition("edited", 30), "edited")  # its new definition
+    assert cache.load(definition("edited", 60), "edited") is not gone
+    assert cache.load(definition("k"), "k") is kept
 
 
 @given(st.text(max_size=20), st.text(min_size=1, max_size=40), st.integers(0, 2**53))

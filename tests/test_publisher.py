@@ -309,6 +309,24 @@ def test_what_a_message_depends_on_is_worked_out_once_per_task_and_options(app, 
     ]
 
 
+def test_an_entrys_template_is_kept_as_long_as_the_entry_object_and_no_longer(
+    app, producer, broker
+):
+    # The beat's entry cache decides which entries are kept; the publisher keeps the parts
+    # of their messages for exactly those, so nothing it builds for the others lives on.
+    publisher = Publisher(app, lambda: producer, BEAT, 100)
+    kept = Entry("kept", "t.plain", Interval(60), args=(1,))
+    publisher.send(kept, "kept-1", 1000, 1000)
+    for i in range(50):
+        passing = Entry(f"p{i}", "t.plain", Interval(60), args=(i,))
+        publisher.send(passing, f"p{i}-1", 1000, 1000)
+        del passing
+    publisher.flush()
+    assert list(publisher._by_entry) == [id(kept)]
+    assert publisher._template(kept) is publisher._by_entry[id(kept)]
+    assert len(take_messages(broker)) == 51
+
+
 def test_an_occurrence_celery_refuses_is_reported_alone_with_the_reason(app, producer, broker):
     publisher = Publisher(app, lambda: producer, BEAT, 100)
     publisher.send(Entry("ok", "t.plain", Interval(60)), "ok", 1000, 2000)

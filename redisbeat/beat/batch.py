@@ -26,6 +26,10 @@ from .lease import LeaseKeeper
 
 log = logging.getLogger(__name__)
 
+#: Claims taken ahead that fall due within this many ms of each other are waited for
+#: together and checked in one read of Redis (so each may go out up to this much later).
+GROUP_MS = 2
+
 
 class Sender(Protocol):
     """Where a beat's messages go (:class:`redisbeat.sending.Publisher` for Celery)."""
@@ -60,15 +64,17 @@ class BatchSender:
         self.activity = activity
         self.entries = EntryCache(config.entry_cache_size)
         self._quarantined: set[str] = set()
-        #: Changes published since the batch was claimed, for the claims it holds ahead.
+        #: Of the batch's claims taken ahead: those changed since (handed back), and those
+        #: found unchanged once due (sent).
         self._changed: set[str] = set()
+        self._verified: set[str] = set()
         #: The claims of the last batch handed back because their entry changed meanwhile.
         self.changed_back: set[str] = set()
 
     def run(self, batch: ClaimBatch, outcomes: list[Outcome], stopping: Callable[[], bool]) -> None:
         """Send the batch, appending an outcome per claim; what was buffered goes out (or is
         handed back) whatever stops the loop."""
-        self._changed, self.changed_back = set(), set()
+        self._changed, self._verified, self.changed_back = set(), set(), set()
         try:
             self._send_all(batch, outcomes, stopping)
         finally:
@@ -78,7 +84,7 @@ class BatchSender:
         self, batch: ClaimBatch, outcomes: list[Outcome], stopping: Callable[[], bool]
     ) -> None:
         received = time.monotonic()
-        for claim in batch.claims:
+        for i, claim in enumerate(batch.claims):
             if stopping() or time.monotonic() > self.leases.deadline():
                 # Not started: hand it back so another beat sends it now.
                 outcomes.append(Outcome(claim.name, "release", claim.due_ms))
@@ -88,36 +94,48 @@ class BatchSender:
             except CorruptEntry as exc:
                 self._quarantine(claim.name, claim.definition, exc)
                 continue
-            # The Redis clock now, read off the claim's TIME plus the time spent since.
-            now_ms = batch.now_ms + int((time.monotonic() - received) * 1000)
-            if claim.due_ms > now_ms and not claim.impossible:
-                if not self._until_due(claim, claim.due_ms - now_ms, outcomes):
-                    continue
-                elapsed = int((time.monotonic() - received) * 1000)
-                now_ms = max(claim.due_ms, batch.now_ms + elapsed)
             if claim.impossible:
-                outcomes.append(self._reschedule(entry, now_ms))
+                outcomes.append(self._reschedule(entry, _redis_now(batch, received)))
                 continue
+            # Taken ahead of its due time: sent only once due, and only if unchanged by then.
+            if claim.due_ms > batch.now_ms and not self._until_due(batch, i, received, outcomes):
+                continue
+            now_ms = max(claim.due_ms, _redis_now(batch, received))
             outcome = self._send(entry, claim, now_ms)
             self.activity.record(outcome, now_ms - outcome.due_ms, claim.recovered)
             outcomes.append(outcome)
 
-    def _until_due(self, claim: Claim, wait_ms: int, outcomes: list[Outcome]) -> bool:
-        """Wait for a claim taken ahead to fall due, what is already due sent meanwhile;
-        False when the entry was changed (edited, removed, run now) in the meantime: the
-        claim is handed back, so the change decides what is sent, as if it had been made
-        before the claim."""
-        self._flush(outcomes)
-        time.sleep(wait_ms / 1000)
-        try:
-            self._changed |= self.store.changed_names()
-            changed = claim.name in self._changed
-        except StoreError:
-            changed = True
-        if changed:
+    def _until_due(
+        self, batch: ClaimBatch, i: int, received: float, outcomes: list[Outcome]
+    ) -> bool:
+        """Wait for the claim ``batch.claims[i]``, taken ahead, to fall due, what is already
+        due sent meanwhile; False when the entry was changed (edited, disabled, removed, run
+        now) before it fell due: the claim is handed back, so the change decides what is
+        sent, as if it had been made before the claim. Whether it changed is read from
+        Redis once it is due, for it and the claims due by then, so a change made a moment
+        before is never missed."""
+        claim = batch.claims[i]
+        # Those falling due within a moment of it are waited for with it: one read for all.
+        last_ms = max(c.due_ms for c in batch.claims[i:] if c.due_ms <= claim.due_ms + GROUP_MS)
+        wait_ms = last_ms - _redis_now(batch, received)
+        while claim.name not in self._verified and claim.name not in self._changed:
+            if wait_ms > 0:
+                self._flush(outcomes)  # what is due goes out meanwhile
+                time.sleep(wait_ms / 1000)
+            due_by = max(last_ms, _redis_now(batch, received))
+            ahead = [c for c in batch.claims[i:] if batch.now_ms < c.due_ms <= due_by]
+            try:
+                redis_ms, changed = self.store.changed_since_claimed(ahead)
+            except StoreError:
+                changed, redis_ms = {claim.name}, 0
+            self._changed |= changed
+            self._verified.update(c.name for c in ahead if c.due_ms <= redis_ms)
+            wait_ms = last_ms - redis_ms  # woken early by this host's clock: wait on
+        if claim.name in self._changed:
             outcomes.append(Outcome(claim.name, "release", claim.due_ms))
             self.changed_back.add(claim.name)
-        return not changed
+            return False
+        return True
 
     def _send(self, entry: Entry, claim: Claim, now_ms: int) -> Outcome:
         tz = self.config.timezone
@@ -178,6 +196,11 @@ class BatchSender:
         ):
             log.error("redisbeat: entry %r is corrupt and was set aside: %s", name, exc)
         self._quarantined.add(name)
+
+
+def _redis_now(batch: ClaimBatch, received: float) -> int:
+    """The Redis clock now, read off the claim's TIME plus the time spent since."""
+    return batch.now_ms + int((time.monotonic() - received) * 1000)
 
 
 def _failed(sent: Outcome, reason: str) -> Outcome:

@@ -16,12 +16,28 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 
+#: Once an :class:`LRU` is full, one key in this many that it does not hold takes the place of
+#: the least recently used.
+ADMIT_EVERY = 64
+
+
 class LRU(Generic[K, V]):
-    """A mapping of at most ``size`` items that drops the least recently used (0: none kept)."""
+    """A mapping of at most ``size`` items (0: none kept) that resists scans: while it is full,
+    a key it does not hold replaces the least recently used one only once in
+    :data:`ADMIT_EVERY` misses.
+
+    A beat's entries come round in turn. Where more of them fire in a period than the cache
+    holds, a plain LRU drops each one before it comes back: it never hits, and what it keeps
+    lives just long enough for the garbage collector to promote it, whose full collections
+    then pause the beat for tens of milliseconds. Admitting at a budget keeps what is held,
+    so a share of the sends hit, and the rest is dropped young. What stops coming (an edited
+    or removed entry) is not touched again and is the first replaced.
+    """
 
     def __init__(self, size: int) -> None:
         self.size = size
         self._items: OrderedDict[K, V] = OrderedDict()
+        self._misses = 0
 
     def get(self, key: K) -> V | None:
         value = self._items.get(key)
@@ -29,13 +45,18 @@ class LRU(Generic[K, V]):
             self._items.move_to_end(key)
         return value
 
-    def put(self, key: K, value: V) -> None:
-        if self.size <= 0:
-            return
-        self._items[key] = value
-        self._items.move_to_end(key)
-        if len(self._items) > self.size:
-            self._items.popitem(last=False)
+    def put(self, key: K, value: V) -> bool:
+        """Keep ``value`` under ``key`` unless the budget turns a new key away: whether kept."""
+        items = self._items
+        if key not in items and len(items) >= self.size:
+            self._misses += 1
+            if self.size <= 0 or self._misses < ADMIT_EVERY:
+                return False
+            self._misses = 0
+            items.popitem(last=False)
+        items[key] = value
+        items.move_to_end(key)
+        return True
 
     def __len__(self) -> int:
         return len(self._items)

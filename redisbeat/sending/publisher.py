@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import weakref
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -63,7 +64,9 @@ class Publisher:
     """Sends occurrences as Celery task messages: ``send`` buffers one, ``flush`` sends them.
 
     ``producer`` returns the producer to send with (the scheduler's, which Celery may
-    replace); ``cache_size`` bounds the entries whose fixed parts are kept.
+    replace); an entry's fixed parts are kept for as long as the entry object is (the beat's
+    entry cache bounds those), and ``cache_size`` bounds the task-and-options families whose
+    first messages new entries start from.
     """
 
     def __init__(
@@ -73,7 +76,9 @@ class Publisher:
         self.beat_id = beat_id
         self._producer = producer
         self._messages: TaskMessages | None = None
-        self._by_entry: LRU[int, tuple[Entry, Template]] = LRU(cache_size)
+        #: By the id of the entry object, for as long as it lives: the beat's entry cache
+        #: decides which entries are kept, and so which templates.
+        self._by_entry: dict[int, Template] = {}
         #: By task and options: a template whose first message another entry's can be made
         #: from (its arguments put in).
         self._by_family: LRU[str, Template] = LRU(cache_size)
@@ -149,8 +154,8 @@ class Publisher:
 
     def _fall_back(self, entry: Entry, exc: BaseException) -> None:
         known = self._by_entry.get(id(entry))
-        if known is not None and known[0] is entry:
-            known[1].modelled = False
+        if known is not None:
+            known.modelled = False
         if entry.task not in self._fell_back:
             self._fell_back.add(entry.task)
             log.warning(
@@ -178,12 +183,13 @@ class Publisher:
         return self._messages
 
     def _template(self, entry: Entry) -> Template:
-        # By identity (the dispatcher hands over one Entry per definition; the pair holds
-        # the entry, so its id cannot be reused while it is kept); a new one starts from the
-        # first message of an entry of the same task and options, its arguments put in.
-        known = self._by_entry.get(id(entry))
-        if known is not None and known[0] is entry:
-            return known[1]
+        # By identity (the beat hands over one Entry per definition it keeps); dropped when
+        # the entry is, so an id is never found again for another object. A new template
+        # starts from the first message of an entry of the same task and options.
+        key = id(entry)
+        known = self._by_entry.get(key)
+        if known is not None:
+            return known
         family = f"{entry.task}\0{_dumps(entry.options)}" if entry.options else entry.task
         template = self.messages.template(entry)
         sibling = self._by_family.get(family)
@@ -191,7 +197,8 @@ class Publisher:
             self.messages.adopt(template, sibling)
         if sibling is None or sibling.first is None:
             self._by_family.put(family, template)
-        self._by_entry.put(id(entry), (entry, template))
+        self._by_entry[key] = template
+        weakref.finalize(entry, self._by_entry.pop, key, None).atexit = False
         return template
 
     def _publish(

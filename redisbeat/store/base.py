@@ -63,9 +63,6 @@ class StoreBase:
         #: Per shard, the lease_until of this beat's claims there (each shard's clock sets it).
         self._leases: dict[int, int] = {}
         self._pubsub: Any = None
-        #: Changes a beat took off its subscription mid-batch (:meth:`changed_names`), still
-        #: to be reported as a change.
-        self._taken = False
 
     @classmethod
     def from_config(cls, config: Config) -> Any:

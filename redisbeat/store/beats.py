@@ -14,6 +14,7 @@ from ..schedule.entry import Entry
 from .base import StoreBase
 from .errors import translated
 from .records import (
+    Claim,
     ClaimBatch,
     ConfigMarker,
     FinishResult,
@@ -148,6 +149,33 @@ class BeatCalls(StoreBase):
         for shard, _positions, reply in replies:
             self._leases[shard] = renewed_until(reply)
         return min(self._leases[shard] for shard, _positions, _reply in replies)
+
+    @translated
+    def changed_since_claimed(self, claims: list[Claim]) -> tuple[int, set[str]]:
+        """The earliest Redis time on the shards asked, and which of ``claims`` (taken ahead,
+        still this beat's) an edit, disable, removal or run-now changed since: their score
+        is no longer this beat's lease, or their definition is not the one claimed. Read on
+        each shard's server, so every change it acknowledged before is seen, heard or not."""
+        replies = self._per_shard(
+            [c.name for c in claims],
+            0,
+            lambda scripts, _lease, positions: scripts.held_call(
+                [claims[i].name for i in positions]
+            ),
+        )
+        changed: set[str] = set()
+        now_ms = MAX_MS
+        for shard, positions, reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+            now_ms = min(now_ms, int(reply[0]))
+            lease = self._leases.get(shard)
+            for j, i in enumerate(positions):
+                score, definition = reply[1 + 2 * j], reply[2 + 2 * j]
+                claim = claims[i]
+                if score is None or int(float(score)) != lease or definition != claim.definition:
+                    changed.add(claim.name)
+        return now_ms, changed
 
     @translated
     def expire_lost(self, beat_id: str, since_ms: int, lease_ms: int) -> int:
