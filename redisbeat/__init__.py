@@ -7,6 +7,7 @@ of every entry is sent exactly once.
 from __future__ import annotations
 
 from .beat.scheduler import RedisScheduler
+from .delaying import delay
 from .errors import (
     ConfigurationError,
     CorruptEntry,
@@ -17,6 +18,7 @@ from .errors import (
     OwnershipError,
     RedisBeatError,
 )
+from .schedule.delayed import DelayedTask
 from .schedule.entry import Entry, occurrence_id
 from .schedule.kinds import Clocked, Cron, Crontab, Interval, Schedule, Solar
 from .schedule.timing import next_due
@@ -33,6 +35,7 @@ __all__ = [
     "CorruptEntry",
     "Cron",
     "Crontab",
+    "DelayedTask",
     "Entry",
     "EntryNotFound",
     "EntryState",
@@ -52,6 +55,7 @@ __all__ = [
     "StoreRefused",
     "StoreUnavailable",
     "SyncReport",
+    "delay",
     "next_due",
     "occurrence_id",
 ]

@@ -72,3 +72,43 @@ def reshard(open_store: Opener, shards: int, claims_timeout: float) -> None:
         raise click.ClickException(str(exc)) from exc
     finally:
         store.close()
+
+
+@main.command()
+@click.argument("owner")
+@click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
+@click.pass_obj
+def pending(open_store: Opener, owner: str, limit: int) -> None:
+    """List OWNER's pending delayed tasks in due order: due time, state, key, task."""
+    store = open_store()
+    try:
+        for task in store.pending(owner, limit):
+            due = task.eta.isoformat(timespec="milliseconds")
+            click.echo(f"{due}  {task.state:<8} {task.key}  {task.task}")
+    except RedisBeatError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        store.close()
+
+
+@main.command()
+@click.argument("keys", nargs=-1, required=True)
+@click.option("--owner", is_flag=True, help="KEYS are owners: cancel all their pending tasks.")
+@click.pass_obj
+def cancel(open_store: Opener, keys: tuple[str, ...], owner: bool) -> None:
+    """Cancel delayed tasks by key (or every pending task of the owners named). A task a
+    beat is sending already is sent, and reported as too late."""
+    store = open_store()
+    try:
+        for key in keys:
+            if owner:
+                click.echo(f"{key}: {store.cancel_owner(key)} cancelled")
+            elif store.cancel(key):
+                click.echo(f"{key}: cancelled")
+            else:
+                task = store.get_delayed(key)
+                click.echo(f"{key}: not cancelled ({task.state if task else 'no such task'})")
+    except RedisBeatError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        store.close()

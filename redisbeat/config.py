@@ -28,6 +28,7 @@ DEFAULTS: dict[str, Any] = {
     "quarantine_after": 3,
     "shards": 1,
     "claim_ahead_seconds": 0.02,
+    "delayed_retention_seconds": 86_400.0,
 }
 #: The most shards a deployment may be split into.
 MAX_SHARDS = 1024
@@ -61,6 +62,8 @@ class Config:
     shards: int = 1
     #: A claim also takes what falls due this soon, sent when due (fewer, larger batches).
     claim_ahead_seconds: float = 0.02
+    #: How long what became of a sent delayed task is kept (its key, task id, time).
+    delayed_retention_seconds: float = 86_400.0
 
     def __post_init__(self) -> None:
         schemes = (*REDIS_SCHEMES, SENTINEL_SCHEME, *CLUSTER_SCHEMES)
@@ -76,7 +79,12 @@ class Config:
             raise ConfigurationError(
                 f"redisbeat_key_prefix must be non-empty and contain no braces: {self.key_prefix!r}"
             )
-        for name in ("lease_seconds", "heartbeat_seconds", "max_loop_interval"):
+        for name in (
+            "lease_seconds",
+            "heartbeat_seconds",
+            "max_loop_interval",
+            "delayed_retention_seconds",
+        ):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value <= 0:
                 raise ConfigurationError(f"redisbeat_{name} must be a positive number: {value!r}")
@@ -205,6 +213,7 @@ class Config:
             quarantine_after=get("quarantine_after"),
             shards=get("shards"),
             claim_ahead_seconds=get("claim_ahead_seconds"),
+            delayed_retention_seconds=get("delayed_retention_seconds"),
         )
 
 

@@ -6,6 +6,7 @@ real broker; here in the bounded CI profile, `make chaos` runs them longer and b
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -144,6 +145,22 @@ def test_around_an_edit_either_version_may_fire_and_after_it_only_the_new_one() 
     timeline.record(None, "a", T0 + 4000, T0 + 4010)  # removed
     v = verdict(timeline, [*deliveries, sent("a", T0 + 5500, T0 + 5501)], T0 + 6000)
     assert (v.missed, v.repeated_other_id) == (0, 1)
+
+
+def test_an_occurrence_claimed_ahead_of_an_edit_may_still_be_sent_after_it() -> None:
+    # Disabled 5 ms before an occurrence due at T0+2000: a beat that claimed it up to 20 ms
+    # ahead, before the write, sends it all the same; the next one may not go.
+    timeline = history(every("a", 1))
+    timeline.record(replace(every("a", 1), enabled=False), "a", T0 + 1990, T0 + 1995)
+    deliveries = [sent("a", T0, T0 + 1), sent("a", T0 + 1000, T0 + 1001)]
+    late = [*deliveries, sent("a", T0 + 2000, T0 + 2003)]
+    assert verdict(timeline, late).repeated_other_id == 1
+    window = (T0, T0 + 4000)
+    ahead = judge("t", PREFIX, timeline, late, window=window, slack_ms=500, claim_ahead_ms=20)
+    assert (ahead.repeated_other_id, ahead.missed) == (0, 0)
+    later = [*late, sent("a", T0 + 3000, T0 + 3001)]
+    v = judge("t", PREFIX, timeline, later, window=window, slack_ms=500, claim_ahead_ms=20)
+    assert v.repeated_other_id == 1  # due a second after the write: not an old occurrence
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))

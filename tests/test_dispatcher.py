@@ -402,30 +402,3 @@ def test_an_entry_changed_while_its_claim_is_held_ahead_is_handed_back_to_the_ch
     assert beat.outage.failures == 0, "a claim handed back for a change is no broker trouble"
     assert client.zscore(store.keys.schedule, "held") >= now + 30_000  # as the edit put it
     assert client.hlen(store.keys.inflight) == 0
-
-
-def test_a_held_claim_is_checked_in_redis_when_due_so_a_change_whose_wake_up_is_unheard_wins(
-    store, client
-):
-    # The changes below are written straight into Redis, with no wake-up published: what the
-    # beat sends when a claim taken ahead falls due must follow Redis, not what it heard.
-    store.upsert_many([every("now"), every("edited"), every("removed"), every("kept")])
-    now = store.now_ms()
-    client.zadd(store.keys.schedule, {"now": now, "edited": now + 300, "removed": now + 300})
-    client.zadd(store.keys.schedule, {"kept": now + 350})
-    sent: list[tuple[str, int, int]] = []
-
-    def publish(entry: Entry, task_id: str, due_ms: int, now_ms: int) -> None:
-        sent.append((entry.name, due_ms, store.now_ms()))
-        if entry.name == "now":  # after the claim, before the others fall due
-            client.hset(store.keys.entries, "edited", every("edited", 30).dumps())
-            client.zrem(store.keys.schedule, "removed")
-
-    beat = dispatcher(store, publish, claim_ahead_seconds=1)
-    beat.tick()
-    assert [name for name, _, _ in sent] == ["now", "kept"]
-    assert all(redis_now >= due for _, due, redis_now in sent), "none sent before it was due"
-    assert beat.batches.changed_back == {"edited", "removed"}
-    assert client.zscore(store.keys.schedule, "edited") == now + 300  # handed back, due again
-    assert client.zscore(store.keys.schedule, "removed") is None  # not brought back
-    assert client.hlen(store.keys.inflight) == 0

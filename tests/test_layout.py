@@ -21,7 +21,8 @@ ALLOWED = {
     "sending": {"errors", "schedule"},
     "beat": {"errors", "config", "schedule", "store", "sending"},
     "cli": {"errors", "config", "store"},
-    "__init__": {"errors", "config", "schedule", "store", "sending", "beat"},
+    "delaying": {"errors", "store"},
+    "__init__": {"errors", "config", "schedule", "store", "sending", "beat", "delaying"},
 }
 
 

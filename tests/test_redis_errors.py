@@ -421,6 +421,22 @@ def test_a_beat_not_allowed_the_events_channel_says_so_once_and_still_hands_clai
     beat_store.close()
 
 
+def test_a_beat_not_allowed_the_events_channel_still_sends_delayed_tasks_written_later(
+    server, store, admin, logs
+):
+    admin.execute_command("ACL", "SETUSER", "beat", "on", ">pw", "~*", "resetchannels", "+@all")
+    beat_store = acl_store(server)
+    sender = Sender()
+    d = dispatcher(beat_store, sender)
+    d.tick()  # nothing delayed yet: its first look finds none
+    d.tick()
+    store.delay("proj.ping", countdown=0, key="later")  # its wake-up cannot be heard
+    d.tick()
+    assert [name for name, _ in sender.sent] == ["later"]
+    assert store.get_delayed("later").state == "sent"
+    beat_store.close()
+
+
 def test_a_rejected_login_is_logged_once_as_such_and_recovers(server, store, admin, logs):
     admin.execute_command("ACL", "SETUSER", "beat", "on", ">pw", "~*", "&*", "+@all")
     store.upsert(every("e", 60))

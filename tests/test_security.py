@@ -416,6 +416,7 @@ def test_a_beat_sends_every_occurrence_with_exactly_the_documented_beat_acl(
     queue = redis.Redis.from_url(broker.url(0), decode_responses=True)
     try:
         store.upsert(Entry("once", "proj.ping", Interval(1), one_off=True))
+        store.delay("proj.ping", countdown=1, key="delayed")
         store.upsert(Entry("stale", "proj.ping", Interval(3600), source="config"))
         store.client.hset(keys.entries, "broken", "{not json")
         store.client.zadd(keys.schedule, {"broken": 0, "ghost": 0})
@@ -432,9 +433,9 @@ def test_a_beat_sends_every_occurrence_with_exactly_the_documented_beat_acl(
         sent: Counter[tuple[str, int]] = Counter()
 
         def done() -> bool:
-            sent.update((s.entry, s.due_ms) for s in read_queue(queue))
+            sent.update((s.entry or f"key:{s.key}", s.due_ms) for s in read_queue(queue))
             seconds = [due for name, due in sent if name == "every-second"]
-            once = any(name == "once" for name, _ in sent)
+            once = {"once", "key:delayed"} <= {name for name, _ in sent}
             return len(seconds) >= 4 and once and "set aside" in beat.output()
 
         wait_until(done, 30, "the beat to sync, send and set the corrupt entry aside")
@@ -459,6 +460,7 @@ def test_a_beat_sends_every_occurrence_with_exactly_the_documented_beat_acl(
     assert "stale" not in store and store.get("every-second").source == "config"
     assert store.client.zscore(keys.schedule, "ghost") is None
     assert store.state("once").next_run_at is None and store.beats() == []
+    assert store.get_delayed("delayed").state == "sent"
     store.close()
 
 
@@ -502,6 +504,11 @@ def test_the_documented_editor_acl_runs_every_store_api_call_and_nothing_else(
         assert store.disable("a") and store.enable("a")
         store.run_now("b")
         assert store.remove("c") and store.remove("e", source="django")
+        assert store.delay("proj.ping", countdown=60, key="k", owner="o") == "k"
+        assert len(store.delay_many([{"task": "proj.ping", "countdown": 60, "owner": "o"}])) == 1
+        assert store.reschedule("k", countdown=30) is not None and store.cancel("k")
+        assert len(store.pending("o")) == 1 and store.cancel_owner("o") == 1
+        assert store.get_delayed("k") is None
         ran = acl_redis.commands_run()
         documented = acl_redis.users["editor"].commands
         assert ran == documented - {"select"}, (

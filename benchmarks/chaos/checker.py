@@ -148,6 +148,7 @@ def judge(
     faults: int = 0,
     ignore: frozenset[str] = frozenset(),
     outages: Sequence[tuple[int, int]] = (),
+    claim_ahead_ms: int = 0,
 ) -> Verdict:
     """Compare what was due in ``window`` (Redis ms) with what arrived.
 
@@ -157,7 +158,9 @@ def judge(
     before it. Anywhere else, a skipped occurrence is missed. Around
     every write (``slack_ms`` either side) an occurrence may or may not be sent. A delivery
     whose task id is no occurrence of its entry is a repeat under another id (or an
-    occurrence invented out of thin air): always a defect.
+    occurrence invented out of thin air): always a defect. A beat claims up to
+    ``claim_ahead_ms`` before an occurrence is due, and the claim decides it: a version's
+    occurrences due that soon after the write that replaced it may still be sent.
     """
     start, end = window
     deliveries = sorted(
@@ -174,7 +177,9 @@ def judge(
         for i, version in enumerate(versions):
             if version.entry is None:
                 continue
-            until = versions[i + 1].written_to_ms if i + 1 < len(versions) else horizon
+            until = (
+                versions[i + 1].written_to_ms + claim_ahead_ms if i + 1 < len(versions) else horizon
+            )
             # A new entry starts in the future; around an edit either version may fire.
             fuzzy_to = version.written_to_ms + (slack_ms if i else 0)
             next_from = versions[i + 1].written_from_ms - slack_ms if i + 1 < len(versions) else end

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from redisbeat import ScheduleStore
+from redisbeat.config import DEFAULTS
 from redisbeat_testkit.proxy import TcpProxy
 
 from .checker import Delivery, QueueReader, Timeline, Verdict, judge, lost_writes
@@ -271,6 +272,7 @@ def _judging(
             faults=len(injected.faults),
             ignore=lost,
             outages=injected.outages,
+            claim_ahead_ms=int(DEFAULTS["claim_ahead_seconds"] * 1000),
         )
 
     return verdict

@@ -16,19 +16,17 @@ from typing import Protocol
 from ..config import Config
 from ..errors import CorruptEntry, MessageRefused
 from ..schedule.cache import EntryCache
+from ..schedule.delayed import entry_of
 from ..schedule.entry import Entry, occurrence_id
 from ..schedule.timing import from_ms
 from ..store import ScheduleStore
 from ..store.errors import StoreError
+from ..store.keys import bare, lane_of
 from ..store.records import Claim, ClaimBatch, Outcome
 from .activity import Activity
 from .lease import LeaseKeeper
 
 log = logging.getLogger(__name__)
-
-#: Claims taken ahead that fall due within this many ms of each other are waited for
-#: together and checked in one read of Redis (so each may go out up to this much later).
-GROUP_MS = 2
 
 
 class Sender(Protocol):
@@ -64,17 +62,15 @@ class BatchSender:
         self.activity = activity
         self.entries = EntryCache(config.entry_cache_size)
         self._quarantined: set[str] = set()
-        #: Of the batch's claims taken ahead: those changed since (handed back), and those
-        #: found unchanged once due (sent).
+        #: Changes published since the batch was claimed, for the claims it holds ahead.
         self._changed: set[str] = set()
-        self._verified: set[str] = set()
         #: The claims of the last batch handed back because their entry changed meanwhile.
         self.changed_back: set[str] = set()
 
     def run(self, batch: ClaimBatch, outcomes: list[Outcome], stopping: Callable[[], bool]) -> None:
         """Send the batch, appending an outcome per claim; what was buffered goes out (or is
         handed back) whatever stops the loop."""
-        self._changed, self._verified, self.changed_back = set(), set(), set()
+        self._changed, self.changed_back = set(), set()
         try:
             self._send_all(batch, outcomes, stopping)
         finally:
@@ -84,58 +80,56 @@ class BatchSender:
         self, batch: ClaimBatch, outcomes: list[Outcome], stopping: Callable[[], bool]
     ) -> None:
         received = time.monotonic()
-        for i, claim in enumerate(batch.claims):
+        for claim in batch.claims:
             if stopping() or time.monotonic() > self.leases.deadline():
                 # Not started: hand it back so another beat sends it now.
                 outcomes.append(Outcome(claim.name, "release", claim.due_ms))
                 continue
             try:
-                entry = self.entries.load(claim.definition, claim.name)
+                entry = self._load(claim)
             except CorruptEntry as exc:
                 self._quarantine(claim.name, claim.definition, exc)
                 continue
+            # The Redis clock now, read off the claim's TIME plus the time spent since.
+            now_ms = batch.now_ms + int((time.monotonic() - received) * 1000)
+            if claim.due_ms > now_ms and not claim.impossible:
+                if not self._until_due(claim, claim.due_ms - now_ms, outcomes):
+                    continue
+                elapsed = int((time.monotonic() - received) * 1000)
+                now_ms = max(claim.due_ms, batch.now_ms + elapsed)
             if claim.impossible:
-                outcomes.append(self._reschedule(entry, _redis_now(batch, received)))
+                outcomes.append(self._reschedule(claim.name, entry, now_ms))
                 continue
-            # Taken ahead of its due time: sent only once due, and only if unchanged by then.
-            if claim.due_ms > batch.now_ms and not self._until_due(batch, i, received, outcomes):
-                continue
-            now_ms = max(claim.due_ms, _redis_now(batch, received))
             outcome = self._send(entry, claim, now_ms)
             self.activity.record(outcome, now_ms - outcome.due_ms, claim.recovered)
             outcomes.append(outcome)
 
-    def _until_due(
-        self, batch: ClaimBatch, i: int, received: float, outcomes: list[Outcome]
-    ) -> bool:
-        """Wait for the claim ``batch.claims[i]``, taken ahead, to fall due, what is already
-        due sent meanwhile; False when the entry was changed (edited, disabled, removed, run
-        now) before it fell due: the claim is handed back, so the change decides what is
-        sent, as if it had been made before the claim. Whether it changed is read from
-        Redis once it is due, for it and the claims due by then, so a change made a moment
-        before is never missed."""
-        claim = batch.claims[i]
-        # Those falling due within a moment of it are waited for with it: one read for all.
-        last_ms = max(c.due_ms for c in batch.claims[i:] if c.due_ms <= claim.due_ms + GROUP_MS)
-        wait_ms = last_ms - _redis_now(batch, received)
-        while claim.name not in self._verified and claim.name not in self._changed:
-            if wait_ms > 0:
-                self._flush(outcomes)  # what is due goes out meanwhile
-                time.sleep(wait_ms / 1000)
-            due_by = max(last_ms, _redis_now(batch, received))
-            ahead = [c for c in batch.claims[i:] if batch.now_ms < c.due_ms <= due_by]
-            try:
-                redis_ms, changed = self.store.changed_since_claimed(ahead)
-            except StoreError:
-                changed, redis_ms = {claim.name}, 0
-            self._changed |= changed
-            self._verified.update(c.name for c in ahead if c.due_ms <= redis_ms)
-            wait_ms = last_ms - redis_ms  # woken early by this host's clock: wait on
-        if claim.name in self._changed:
+    def _until_due(self, claim: Claim, wait_ms: int, outcomes: list[Outcome]) -> bool:
+        """Wait for a claim taken ahead to fall due, what is already due sent meanwhile.
+
+        The claim decided the occurrence: a change made after it applies from the next one.
+        A change heard meanwhile is still honoured (False: the claim is handed back, so the
+        change decides); its wake-up may arrive too late for that, as redisbeat's
+        guarantees say (a delayed task, whose change scripts refuse a held claim, is never
+        changed meanwhile)."""
+        self._flush(outcomes)
+        time.sleep(wait_ms / 1000)
+        try:
+            self._changed |= self.store.changed_names()
+            changed = claim.name in self._changed
+        except StoreError:
+            changed = True
+        if changed:
             outcomes.append(Outcome(claim.name, "release", claim.due_ms))
             self.changed_back.add(claim.name)
-            return False
-        return True
+        return not changed
+
+    def _load(self, claim: Claim) -> Entry:
+        """The entry to send: a periodic one from the cache, a delayed task as a one-off
+        (each is sent once: nothing to keep)."""
+        if lane_of(claim.name) == "delayed":
+            return entry_of(bare(claim.name), claim.definition, claim.due_ms)
+        return self.entries.load(claim.definition, claim.name)
 
     def _send(self, entry: Entry, claim: Claim, now_ms: int) -> Outcome:
         tz = self.config.timezone
@@ -146,7 +140,8 @@ class BatchSender:
         # A recovered occurrence may have run already, so it cannot stand in for the ones
         # that fell due while its claim was stuck: those come next, under the catch-up policy.
         next_due = entry.next_due_ms(due_ms, due_ms if recovered else now_ms, tz)
-        task_id = occurrence_id(self.config.key_prefix, entry.name, due_ms)
+        # A delayed task's claim name (its key after a mark) keeps its ids apart from an entry's.
+        task_id = occurrence_id(self.config.key_prefix, claim.name, due_ms)
         # A recovered claim was already decided (and maybe sent) by a beat that died: send
         # the same occurrence again, whatever its lateness now.
         if not recovered and entry.is_missed(due_ms, now_ms):
@@ -156,8 +151,8 @@ class BatchSender:
                 now_ms - due_ms,
                 entry.catch_up,
             )
-            return Outcome(entry.name, "skipped", due_ms, next_due)
-        sent = Outcome(entry.name, "sent", due_ms, next_due, task_id)
+            return Outcome(claim.name, "skipped", due_ms, next_due)
+        sent = Outcome(claim.name, "sent", due_ms, next_due, task_id)
         log.info("Scheduler: Sending due task %s (%s)", entry.name, entry.task)
         try:
             self.sender.send(entry, task_id, due_ms, now_ms)
@@ -165,10 +160,10 @@ class BatchSender:
             return _failed(sent, exc.reason)
         except Exception:
             log.exception("redisbeat: could not send %s; handing it back", entry.name)
-            return Outcome(entry.name, "release", due_ms)
+            return Outcome(claim.name, "release", due_ms)
         return sent
 
-    def _reschedule(self, entry: Entry, now_ms: int) -> Outcome:
+    def _reschedule(self, name: str, entry: Entry, now_ms: int) -> Outcome:
         # Its due time in Redis was not a valid time: nothing to send, only a schedule to mend.
         due = entry.first_due_ms(now_ms, self.config.timezone)
         log.warning(
@@ -177,7 +172,7 @@ class BatchSender:
             entry.name,
             "nothing (no occurrence left)" if due is None else from_ms(due).isoformat(),
         )
-        return Outcome(entry.name, "skipped", now_ms, due)
+        return Outcome(name, "skipped", now_ms, due)
 
     def _flush(self, outcomes: list[Outcome]) -> None:
         failed = self.sender.flush()
@@ -196,11 +191,6 @@ class BatchSender:
         ):
             log.error("redisbeat: entry %r is corrupt and was set aside: %s", name, exc)
         self._quarantined.add(name)
-
-
-def _redis_now(batch: ClaimBatch, received: float) -> int:
-    """The Redis clock now, read off the claim's TIME plus the time spent since."""
-    return batch.now_ms + int((time.monotonic() - received) * 1000)
 
 
 def _failed(sent: Outcome, reason: str) -> Outcome:

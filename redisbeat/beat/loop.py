@@ -164,6 +164,8 @@ class Dispatcher:
         """Subscribe to changes before claiming (again after a reconnect), so none published
         from then on is missed; True when one was heard, or may have been missed."""
         if self._deaf is not None:
+            # It cannot hear what was added meanwhile: every shard may hold something due.
+            self.store.may_have_changed()
             return False
         try:
             return self.store.changes_pending()

@@ -21,6 +21,7 @@ from kombu.exceptions import OperationalError, SerializationError
 
 from ..errors import MessageRefused
 from ..schedule.cache import LRU
+from ..schedule.delayed import SOURCE as DELAYED_SOURCE
 from ..schedule.entry import Entry
 from ..schedule.timing import from_ms
 from .template import TaskMessages, Template
@@ -51,9 +52,11 @@ def message_options(entry: Entry, due_ms: int, now_ms: int, beat_id: str) -> dic
         # Celery would add the seconds to this host's clock; the Redis clock is the one
         # every beat shares, so a beat whose clock is off still sends the right expiry.
         options["expires"] = from_ms(now_ms) + timedelta(seconds=expires)
+    # A delayed task's message names its key; a periodic entry's, the entry.
+    label = "redisbeat_key" if entry.source == DELAYED_SOURCE else "redisbeat_entry"
     options["headers"] = {
         **(options.get("headers") or {}),
-        "redisbeat_entry": entry.name,
+        label: entry.name,
         "redisbeat_due": due_ms,
         "redisbeat_beat": beat_id,
     }

@@ -8,8 +8,7 @@ concurrent editors and beats never lose each other's changes.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from itertools import islice
 from typing import Any, TypeVar
@@ -23,6 +22,7 @@ from ..schedule.clock import valid_ms
 from ..schedule.entry import Entry
 from .beats import BeatCalls
 from .changes import ChangeFeed
+from .delayed import DelayedCalls
 from .errors import LayoutChanged, translated
 from .keys import Keys
 from .moving import move
@@ -35,15 +35,11 @@ log = logging.getLogger(__name__)
 
 CHUNK = 1000
 MAX_CAS_ATTEMPTS = 10
-#: A write whose layout changed is tried again this often, this many seconds apart: a
-#: reshard changes each shard's record one after the other, within moments.
-MAX_LAYOUT_ATTEMPTS = 100
-LAYOUT_PAUSE = 0.02
 
 T = TypeVar("T")
 
 
-class ScheduleStore(BeatCalls, ChangeFeed, EntryReads):
+class ScheduleStore(BeatCalls, ChangeFeed, EntryReads, DelayedCalls):
     """Periodic entries in Redis: CRUD for people and programs, claims for beats."""
 
     @classmethod
@@ -107,17 +103,6 @@ class ScheduleStore(BeatCalls, ChangeFeed, EntryReads):
             return results
 
         return self._with_layout(write)
-
-    def _with_layout(self, call: Callable[[Layout], T]) -> T:
-        """``call(layout)``, again with the layout read anew while a write script says the
-        writer followed one a reshard has changed since (it begins and ends in moments)."""
-        for _ in range(MAX_LAYOUT_ATTEMPTS):
-            try:
-                return call(self.layout)
-            except LayoutChanged:
-                self.forget_layout()
-                time.sleep(LAYOUT_PAUSE)
-        raise RedisBeatError(f"the shard layout of {self.keys.layout} kept changing")
 
     def _placed(self, names: list[str], layout: Layout) -> dict[str, int]:
         """Where to write each entry: while a reshard runs, it is first moved to its new

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import redis
 
 from ..config import MAX_SHARDS, Config
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, RedisBeatError
 from .client import Connection
-from .errors import translated
+from .errors import LayoutChanged, translated
 from .keys import Keys
 from .records import wire
 from .replication import Replicas
@@ -19,6 +21,13 @@ from .scripts import Scripts
 from .shards import Layout, ShardCursor
 
 log = logging.getLogger(__name__)
+
+#: A write whose layout changed is tried again this often, this many seconds apart: a
+#: reshard changes each shard's record one after the other, within moments.
+MAX_LAYOUT_ATTEMPTS = 100
+LAYOUT_PAUSE = 0.02
+
+T = TypeVar("T")
 
 
 class StoreBase:
@@ -34,6 +43,7 @@ class StoreBase:
         wait_replicas: int = 0,
         wait_timeout: float = 0.5,
         shards: int = 1,
+        delayed_retention: float = 86_400.0,
     ) -> None:
         self.connection = client if isinstance(client, Connection) else Connection(client)
         if not self.connection.decodes_responses():
@@ -53,6 +63,11 @@ class StoreBase:
         self.configured_shards = shards
         #: One set of script wrappers per shard, each with that shard's keys.
         self.shard_scripts = [Scripts(self.runner, self.keys.of_shard(i)) for i in range(shards)]
+        #: The same scripts on each shard's delayed tasks (a beat claims both lanes).
+        self.delayed_lane = [self._delayed_lane(i) for i in range(shards)]
+        self.delayed_cursor = ShardCursor(shards, at_least_one=False)
+        #: How long what became of a sent delayed task is kept.
+        self.delayed_retention_ms = int(delayed_retention * 1000)
         #: Shard 0's: its keys are also the deployment's own (beats, config, layout, events).
         self.scripts = self.shard_scripts[0]
         self.cursor = ShardCursor(shards)
@@ -60,9 +75,13 @@ class StoreBase:
         self._told_layout = False
         #: A beat's claims not yet finished: entry name -> the shard it was claimed from.
         self._claimed: dict[str, int] = {}
-        #: Per shard, the lease_until of this beat's claims there (each shard's clock sets it).
-        self._leases: dict[int, int] = {}
+        #: Per lane and shard, the lease_until of this beat's claims there (each shard's
+        #: clock sets it).
+        self._leases: dict[tuple[str, int], int] = {}
         self._pubsub: Any = None
+        #: Changes a beat took off its subscription mid-batch (:meth:`changed_names`), still
+        #: to be reported as a change.
+        self._taken = False
 
     @classmethod
     def from_config(cls, config: Config) -> Any:
@@ -74,6 +93,7 @@ class StoreBase:
             wait_replicas=config.wait_replicas,
             wait_timeout=config.wait_timeout,
             shards=config.shards,
+            delayed_retention=config.delayed_retention_seconds,
         )
 
     @property
@@ -111,8 +131,24 @@ class StoreBase:
             )
         for index in range(len(self.shard_scripts), layout.span):
             self.shard_scripts.append(Scripts(self.runner, self.keys.of_shard(index)))
+            self.delayed_lane.append(self._delayed_lane(index))
         self.cursor.resize(layout.span)
+        self.delayed_cursor.resize(layout.span)
         self._layout = layout
+
+    def _with_layout(self, call: Callable[[Layout], T]) -> T:
+        """``call(layout)``, again with the layout read anew while a write script says the
+        writer followed one a reshard has changed since (it begins and ends in moments)."""
+        for _ in range(MAX_LAYOUT_ATTEMPTS):
+            try:
+                return call(self.layout)
+            except LayoutChanged:
+                self.forget_layout()
+                time.sleep(LAYOUT_PAUSE)
+        raise RedisBeatError(f"the shard layout of {self.keys.layout} kept changing")
+
+    def _delayed_lane(self, shard: int) -> Scripts:
+        return Scripts(self.runner, self.keys.of_shard(shard).of_lane("delayed"))
 
     def forget_layout(self) -> None:
         """A write script found another layout: read it again before the next call."""

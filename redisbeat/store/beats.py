@@ -12,9 +12,10 @@ from ..errors import CorruptEntry
 from ..schedule.clock import MAX_MS, from_ms
 from ..schedule.entry import Entry
 from .base import StoreBase
+from .delayed_scripts import DelayedScripts
 from .errors import translated
+from .keys import DELAYED_MARK, bare, lane_of, shard_of
 from .records import (
-    Claim,
     ClaimBatch,
     ConfigMarker,
     FinishResult,
@@ -26,7 +27,7 @@ from .records import (
 )
 from .runner import Call
 from .scripts import Scripts, renewed_until
-from .shards import Layout
+from .shards import Layout, ShardCursor
 
 
 class BeatCalls(StoreBase):
@@ -35,56 +36,77 @@ class BeatCalls(StoreBase):
     @translated
     def claim(self, beat_id: str, lease_ms: int, batch_size: int, ahead_ms: int = 0) -> ClaimBatch:
         """Claim what is due, and what falls due within ``ahead_ms`` (the beat sends each
-        when due), from every shard with an entry due by then, in one round trip per
-        server; the batch, in due order, says when the next claim is needed on any shard."""
-        shards = self.cursor.due(ahead_ms) if self.layout.span > 1 else [0]
-        size = -(-batch_size // len(shards))  # the batch shared among them
-        calls = [
-            self.shard_scripts[s].claim_call(beat_id, lease_ms, size, ahead_ms) for s in shards
-        ]
+        when due), from every shard with an entry or a delayed task due by then, in one
+        round trip per server; the batch, in due order, says when the next claim is needed
+        on any shard. A delayed task's claim is named by its key after :data:`DELAYED_MARK`."""
+        periodic = self.cursor.due(ahead_ms) if self.layout.span > 1 else [0]
+        lanes = [("periodic", s) for s in periodic]
+        lanes += [("delayed", s) for s in self.delayed_cursor.due(ahead_ms)]
+        size = -(-batch_size // len(lanes))  # the batch shared among them
+        calls = [self._lane(*lane).claim_call(beat_id, lease_ms, size, ahead_ms) for lane in lanes]
         replies = self.runner.run_spread(calls, "lenient")
         batches, error = [], None
-        for shard, reply in zip(shards, replies, strict=True):
+        for (lane, shard), reply in zip(lanes, replies, strict=True):
             if isinstance(reply, Exception):
                 error = error or reply
                 continue
             batch = ClaimBatch.from_reply(reply, lease_ms)
-            self.cursor.seen(shard, batch.next_due_ms, batch.now_ms)
+            self._cursor(lane).seen(shard, batch.next_due_ms, batch.now_ms)
+            if lane == "delayed":
+                marked = [replace(c, name=DELAYED_MARK + c.name) for c in batch.claims]
+                batch = replace(batch, claims=marked)
             # Finishing, renewing and setting aside go where the claim was taken, under the
             # lease that shard's clock set, whatever the layout says by then.
             if batch.claims:
                 self._claimed.update((claim.name, shard) for claim in batch.claims)
-                self._leases[shard] = batch.lease_until_ms
+                self._leases[(lane, shard)] = batch.lease_until_ms
             batches.append(batch)
         if error is not None:
             raise error  # the claims taken are handed back (expire_lost)
         now_ms = min(b.now_ms for b in batches)  # the slowest clock: nothing goes out early
         claims = sorted((c for b in batches for c in b.claims), key=lambda c: c.due_ms)
         lease_until = min(b.lease_until_ms for b in batches)
-        return ClaimBatch(now_ms, lease_until, self.cursor.earliest(now_ms), claims)
+        return ClaimBatch(now_ms, lease_until, self._earliest(now_ms), claims)
+
+    def _lane(self, lane: str, shard: int) -> Scripts:
+        return (self.delayed_lane if lane == "delayed" else self.shard_scripts)[shard]
+
+    def _cursor(self, lane: str) -> ShardCursor:
+        return self.delayed_cursor if lane == "delayed" else self.cursor
+
+    def _earliest(self, now_ms: int) -> int | None:
+        """When the next claim is needed on any shard of either lane."""
+        dues = [c.earliest(now_ms) for c in (self.cursor, self.delayed_cursor)]
+        known = [d for d in dues if d is not None]
+        return min(known) if known else None
 
     def _claimed_shard(self, name: str) -> int:
         index = self._claimed.get(name)
-        return self.shard(name).keys.shard if index is None else index
+        if index is not None:
+            return index
+        if lane_of(name) == "delayed":
+            return shard_of(bare(name), self.layout.shards)
+        return self.shard(name).keys.shard
 
     def _per_shard(
         self,
         names: list[str],
         lease_until_ms: int,
-        call: Callable[[Scripts, int, list[int]], Call],
-    ) -> list[tuple[int, list[int], Any]]:
-        """``call(scripts, lease_until, positions)`` for each shard ``names`` were claimed
-        from (the lease that shard set, ``lease_until_ms`` where none is known; the
-        positions of its names), one pipeline per server: (shard, positions, reply) each."""
-        groups: dict[int, list[int]] = {}
+        call: Callable[[str, Scripts, int, list[int]], Call],
+    ) -> list[tuple[tuple[str, int], list[int], Any]]:
+        """``call(lane, scripts, lease_until, positions)`` for each lane and shard ``names``
+        were claimed from (the lease that shard set, ``lease_until_ms`` where none is known;
+        the positions of its names), one pipeline per server: ((lane, shard), positions,
+        reply) each."""
+        groups: dict[tuple[str, int], list[int]] = {}
         for i, name in enumerate(names):
-            groups.setdefault(self._claimed_shard(name), []).append(i)
+            groups.setdefault((lane_of(name), self._claimed_shard(name)), []).append(i)
         calls = [
-            call(self.shard_scripts[shard], self._leases.get(shard, lease_until_ms), positions)
-            for shard, positions in groups.items()
+            call(lane, self._lane(lane, shard), self._leases.get((lane, shard), lease_until_ms), p)
+            for (lane, shard), p in groups.items()
         ]
         replies = self.runner.run_spread(calls, "lenient")
-        return [(s, p, r) for (s, p), r in zip(groups.items(), replies, strict=True)]
+        return [(g, p, r) for (g, p), r in zip(groups.items(), replies, strict=True)]
 
     @translated
     def finish(
@@ -96,35 +118,35 @@ class BeatCalls(StoreBase):
     ) -> FinishResult:
         """Reschedule, record or hand back claimed entries (only those still this beat's),
         each on its shard under the lease that shard set (``lease_until_ms`` where none is
-        known), one round trip per server.
+        known), one round trip per server. A delayed task sent leaves its shard.
 
         An entry whose sends failed ``quarantine_after`` times in a row is set aside.
         """
         if not outcomes:
             return self.scripts.finish(beat_id, lease_until_ms, outcomes, quarantine_after)
-        replies = self._per_shard(
-            [o.name for o in outcomes],
-            lease_until_ms,
-            lambda scripts, lease, positions: scripts.finish_call(
-                beat_id,
-                lease,
-                [outcomes[i] for i in positions],
-                quarantine_after,
-            ),
-        )
+
+        def call(lane: str, scripts: Scripts, lease: int, positions: list[int]) -> Call:
+            mine = [replace(outcomes[i], name=bare(outcomes[i].name)) for i in positions]
+            if lane == "delayed":
+                delayed = DelayedScripts(self.runner, scripts.keys)
+                return delayed.finish_call(beat_id, lease, mine, self.delayed_retention_ms)
+            return scripts.finish_call(beat_id, lease, mine, quarantine_after)
+
         results, error = [], None
-        for shard, positions, reply in replies:
+        for (lane, shard), positions, reply in self._per_shard(
+            [o.name for o in outcomes], lease_until_ms, call
+        ):
             if isinstance(reply, Exception):
                 error = error or reply
                 continue
             result = FinishResult.from_reply(reply)
-            self.cursor.seen(shard, result.next_due_ms, result.now_ms)
+            self._cursor(lane).seen(shard, result.next_due_ms, result.now_ms)
             for i in positions:
                 self._claimed.pop(outcomes[i].name, None)
             results.append(result)
         if error is not None:
             raise error
-        return _merged(results, self.cursor.earliest(min(r.now_ms for r in results)))
+        return _merged(results, self._earliest(min(r.now_ms for r in results)))
 
     @translated
     def renew(self, beat_id: str, lease_until_ms: int, names: list[str], lease_ms: int) -> int:
@@ -136,62 +158,36 @@ class BeatCalls(StoreBase):
         replies = self._per_shard(
             names,
             lease_until_ms,
-            lambda scripts, lease, positions: scripts.renew_call(
+            lambda _lane, scripts, lease, positions: scripts.renew_call(
                 beat_id,
                 lease,
-                [names[i] for i in positions],
+                [bare(names[i]) for i in positions],
                 lease_ms,
             ),
         )
-        for _shard, _positions, reply in replies:
+        for _group, _positions, reply in replies:
             if isinstance(reply, Exception):
                 raise reply
-        for shard, _positions, reply in replies:
-            self._leases[shard] = renewed_until(reply)
-        return min(self._leases[shard] for shard, _positions, _reply in replies)
-
-    @translated
-    def changed_since_claimed(self, claims: list[Claim]) -> tuple[int, set[str]]:
-        """The earliest Redis time on the shards asked, and which of ``claims`` (taken ahead,
-        still this beat's) an edit, disable, removal or run-now changed since: their score
-        is no longer this beat's lease, or their definition is not the one claimed. Read on
-        each shard's server, so every change it acknowledged before is seen, heard or not."""
-        replies = self._per_shard(
-            [c.name for c in claims],
-            0,
-            lambda scripts, _lease, positions: scripts.held_call(
-                [claims[i].name for i in positions]
-            ),
-        )
-        changed: set[str] = set()
-        now_ms = MAX_MS
-        for shard, positions, reply in replies:
-            if isinstance(reply, Exception):
-                raise reply
-            now_ms = min(now_ms, int(reply[0]))
-            lease = self._leases.get(shard)
-            for j, i in enumerate(positions):
-                score, definition = reply[1 + 2 * j], reply[2 + 2 * j]
-                claim = claims[i]
-                if score is None or int(float(score)) != lease or definition != claim.definition:
-                    changed.add(claim.name)
-        return now_ms, changed
+        for group, _positions, reply in replies:
+            self._leases[group] = renewed_until(reply)
+        return min(self._leases[group] for group, _positions, _reply in replies)
 
     @translated
     def expire_lost(self, beat_id: str, since_ms: int, lease_ms: int) -> int:
         """End now the leases of this beat's claims taken since ``since_ms`` whose reply it
         never got; returns how many. The beat must hold no claim it knows of."""
         self._claimed.clear()
+        span = self.layout.span
         return sum(
             scripts.expire_lost(beat_id, since_ms + lease_ms, lease_ms)
-            for scripts in self.all_shards()
+            for scripts in [*self.all_shards(), *self.delayed_lane[:span]]
         )
 
     @translated
     def quarantine(self, name: str, definition: str, error: str, by: str) -> bool:
         """Set aside a definition that cannot be loaded, unless it changed meanwhile."""
-        shard = self.shard_scripts[self._claimed_shard(name)]
-        return shard.quarantine(name, definition, error, by)
+        shard = self._lane(lane_of(name), self._claimed_shard(name))
+        return shard.quarantine(bare(name), definition, error, by)
 
     @translated
     def heartbeat(self, beat_id: str) -> Heartbeat:

@@ -53,9 +53,32 @@ class ChangeFeed(StoreBase):
             raise
 
     @translated
+    def changed_names(self) -> set[str]:
+        """What was published since the last look, without waiting: the names of the entries
+        changed (and words such as ``released`` for other wake-ups). What is taken here is
+        still a change the next :meth:`changes_pending` or :meth:`wait_for_change` reports.
+        Nothing is known without a subscription (a lost connection drops it, and the next
+        look then says a change may have been missed)."""
+        if self._pubsub is None:
+            return set()
+        names: set[str] = set()
+        try:
+            while (message := self._pubsub.get_message(timeout=0)) is not None:
+                if message.get("type") == "message":
+                    names.add(str(message["data"]))
+        except (redis.RedisError, OSError):
+            self._drop_subscription()
+            return names
+        self._taken = self._taken or bool(names)
+        return names
+
+    @translated
     def wait_for_change(self, timeout: float) -> bool:
         """Block up to ``timeout`` seconds for a change; True when one arrived."""
         self.subscribe()
+        if self._taken:
+            self._taken = False
+            return self._heard(True)
         deadline = time.monotonic() + timeout
         try:
             while (remaining := deadline - time.monotonic()) > 0:
@@ -70,13 +93,20 @@ class ChangeFeed(StoreBase):
         return False
 
     def _look(self) -> bool:
-        fresh = self._pubsub is None
+        fresh, taken = self._pubsub is None, self._taken
+        self._taken = False
         self.subscribe()
-        return self._heard(self._drain() or fresh)
+        return self._heard(self._drain() or fresh or taken)
+
+    def may_have_changed(self) -> None:
+        """For a beat that cannot listen: any shard may hold something due now (a delayed
+        task written meanwhile, say), so the next claim looks at every one."""
+        self._heard(True)
 
     def _heard(self, changed: bool) -> bool:
         if changed:
             self.cursor.changed()  # any shard may hold something due now
+            self.delayed_cursor.changed()
         return changed
 
     def _drain(self) -> bool:

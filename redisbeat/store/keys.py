@@ -11,6 +11,20 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass, replace
 
+#: Inside a beat, the name of a claim on a delayed task is its key after this mark, so the
+#: two lanes never mix: an entry's name is printable, and never starts with it.
+DELAYED_MARK = "\x1f"
+
+
+def lane_of(name: str) -> str:
+    """Which lane a claim's name is from: ``delayed`` or ``periodic``."""
+    return "delayed" if name.startswith(DELAYED_MARK) else "periodic"
+
+
+def bare(name: str) -> str:
+    """The name as Redis keeps it (a delayed task's key without the mark)."""
+    return name[1:] if name.startswith(DELAYED_MARK) else name
+
 
 def shard_of(name: str, shards: int) -> int:
     """The shard an entry lives in: the same in every process and Python version."""
@@ -24,9 +38,19 @@ class Keys:
     prefix: str = "redisbeat"
     #: The shard whose entry keys these are (the deployment's own keys are shard 0's).
     shard: int = 0
+    #: Whose schedule the claim keys (:attr:`schedule`, :attr:`entries`, :attr:`inflight`,
+    #: :attr:`quarantine`) are: the periodic entries', or the delayed tasks' (a beat claims
+    #: both with the same scripts).
+    lane: str = "periodic"
 
     def of_shard(self, shard: int) -> Keys:
         return replace(self, shard=shard)
+
+    def of_lane(self, lane: str) -> Keys:
+        return replace(self, lane=lane)
+
+    def _lane_key(self, name: str) -> str:
+        return self._key(name if self.lane == "periodic" else f"{self.lane}:{name}")
 
     def _key(self, name: str) -> str:
         tag = self.prefix if self.shard == 0 else f"{self.prefix}:{self.shard}"
@@ -38,22 +62,22 @@ class Keys:
     @property
     def schedule(self) -> str:
         """ZSET: entry name -> next due time (ms since the epoch, Redis clock)."""
-        return self._key("schedule")
+        return self.delayed if self.lane == "delayed" else self._key("schedule")
 
     @property
     def entries(self) -> str:
         """HASH: entry name -> JSON definition."""
-        return self._key("entries")
+        return self.delayed_tasks if self.lane == "delayed" else self._key("entries")
 
     @property
     def state(self) -> str:
         """HASH: entry name -> JSON run state (last run, count, last task id, last beat)."""
-        return self._key("state")
+        return self._lane_key("state")
 
     @property
     def inflight(self) -> str:
         """HASH: entry name -> JSON claim {due, beat, lease_until} not yet finished."""
-        return self._key("inflight")
+        return self._lane_key("inflight")
 
     @property
     def beats(self) -> str:
@@ -63,7 +87,7 @@ class Keys:
     @property
     def quarantine(self) -> str:
         """HASH: entry name -> JSON {definition, error, at} for definitions that failed to load."""
-        return self._key("quarantine")
+        return self._lane_key("quarantine")
 
     @property
     def config(self) -> str:
@@ -101,3 +125,45 @@ class Keys:
         """HASH: entry name -> 1, for entries a reshard has moved into this shard (so that a
         move repeated after an interruption never writes one twice)."""
         return self._key("arrived")
+
+    # -- delayed one-off tasks (each shard has its own) ------------------------------------
+
+    @property
+    def delayed(self) -> str:
+        """ZSET: delayed task key -> due time (ms, Redis clock); a claimed one's lease."""
+        return self._key("delayed")
+
+    @property
+    def delayed_tasks(self) -> str:
+        """HASH: delayed task key -> JSON {task, args, kwargs, options, owner}."""
+        return self._key("delayed:tasks")
+
+    @property
+    def delayed_inflight(self) -> str:
+        """HASH: delayed task key -> JSON claim {due, at, beat, lease_until} not finished."""
+        return self._key("delayed:inflight")
+
+    @property
+    def delayed_quarantine(self) -> str:
+        """HASH: delayed task key -> JSON {definition, error, at} for records that failed
+        to load."""
+        return self._key("delayed:quarantine")
+
+    @property
+    def delayed_owner_prefix(self) -> str:
+        """The start of an owner's index key: the scripts add the owner to it."""
+        return self._key("delayed:owner:")
+
+    def delayed_owner(self, owner: str) -> str:
+        """ZSET: the keys of an owner's pending delayed tasks in this shard -> due time."""
+        return self.delayed_owner_prefix + owner
+
+    @property
+    def delayed_done_prefix(self) -> str:
+        """The start of a sent task's record key: the scripts add the task's key to it."""
+        return self._key("delayed:done:")
+
+    def delayed_done(self, key: str) -> str:
+        """STRING, expiring: what became of a delayed task once sent (or cancelled by
+        failure): JSON {task_id, due, at, beat, outcome}."""
+        return self.delayed_done_prefix + key

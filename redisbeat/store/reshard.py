@@ -70,6 +70,8 @@ class Reshard:
                 f"way: finish it first (redisbeat reshard {layout.moving_to})"
             )
         report = ReshardReport(layout.shards, shards)
+        if layout.shards != shards and layout.moving_to is None:
+            self._refuse_with_delayed_tasks(layout)
         if layout.shards == shards:
             self.say(f"{self.store.keys.layout}: already {shards} shard(s); nothing to move")
             return report
@@ -83,6 +85,19 @@ class Reshard:
             f"{report.moved} entries moved in {report.seconds:.1f} s"
         )
         return report
+
+    def _refuse_with_delayed_tasks(self, layout: Layout) -> None:
+        """Delayed tasks stay in the shard their key hashes to under the count they were
+        written with: a reshard waits until none is pending."""
+        pipe = self.store.client.pipeline(transaction=False)
+        for shard in range(layout.shards):
+            pipe.zcard(self.store.keys.of_shard(shard).delayed)
+        pending = sum(pipe.execute())
+        if pending:
+            raise ConfigurationError(
+                f"{pending} delayed task(s) of {self.store.keys.prefix!r} are pending: a reshard "
+                "moves periodic entries only; run it once they are sent or cancelled"
+            )
 
     def _begin(self, layout: Layout) -> Layout:
         self._mark(layout, {"shards": layout.shards, "moving_to": layout.moving_to or 0})

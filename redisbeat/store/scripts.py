@@ -21,7 +21,6 @@ from .shards import Layout
 CLAIM = Script.named("claim")
 FINISH = Script.named("finish")
 RENEW = Script.named("renew")
-HELD = Script.named("held")
 EXPIRE_LOST = Script.named("expire_lost")
 QUARANTINE = Script.named("quarantine")
 HEARTBEAT = Script.named("heartbeat")
@@ -93,12 +92,6 @@ class Scripts:
         """The renewal, to run with other shards' (its reply: :func:`renewed_until`)."""
         args = [beat_id, lease_until_ms, lease_ms, *(wire(n) for n in names)]
         return Call(RENEW, [self.keys.schedule, self.keys.inflight], args)
-
-    def held_call(self, names: list[str]) -> Call:
-        """What became of claims taken ahead (its reply: the Redis time, then each name's
-        score and definition)."""
-        keys = [self.keys.schedule, self.keys.entries]
-        return Call(HELD, keys, [wire(n) for n in names])
 
     def expire_lost(self, beat_id: str, earliest_lease_until: int, lease_ms: int) -> int:
         k = self.keys

@@ -61,8 +61,11 @@ class ShardCursor:
     shard of the beat's own, so beats spread over the shards rather than all start with one.
     """
 
-    def __init__(self, shards: int) -> None:
+    def __init__(self, shards: int, *, at_least_one: bool = True) -> None:
         self._due = [-math.inf] * shards
+        #: Whether :meth:`due` names the shard due soonest when none is due (a beat's
+        #: periodic claims always read one shard: it learns when the next is due).
+        self.at_least_one = at_least_one
         self._next = random.randrange(shards)
         #: The Redis clock at the last report (ms) and the monotonic time it came, to tell
         #: which shards are due by now.
@@ -89,7 +92,7 @@ class ShardCursor:
             horizon = redis_ms + (time.monotonic() - then) * 1000 + ahead_ms
         shards = [s for s in self._order() if self._due[s] <= horizon]
         if not shards:
-            return [self.pick()]
+            return [self.pick()] if self.at_least_one else []
         self._next = (shards[0] + 1) % len(self._due)
         return shards
 

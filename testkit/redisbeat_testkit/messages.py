@@ -13,11 +13,14 @@ import redis
 class Sent:
     """One message a beat put on the broker queue."""
 
+    #: The periodic entry it was sent for ('' for a delayed task).
     entry: str
     due_ms: int
     task_id: str
     task: str
     beat: str
+    #: The delayed task's key (None for a periodic entry's message).
+    key: str | None = None
 
 
 def read_queue(client: redis.Redis, queue: str = "celery") -> list[Sent]:
@@ -27,11 +30,12 @@ def read_queue(client: redis.Redis, queue: str = "celery") -> list[Sent]:
         headers = json.loads(cast("str | bytes", raw))["headers"]
         out.append(
             Sent(
-                headers["redisbeat_entry"],
+                headers.get("redisbeat_entry", ""),
                 int(headers["redisbeat_due"]),
                 headers["id"],
                 headers["task"],
                 headers["redisbeat_beat"],
+                headers.get("redisbeat_key"),
             )
         )
     return out

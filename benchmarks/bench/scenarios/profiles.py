@@ -87,7 +87,9 @@ FULL = Profile(
 SMOKE = Profile(
     "smoke",
     period=2,
-    window=2,
+    # Longer than celery-redbeat's 5 s loop interval: its beat sends in bursts, one tick
+    # apart, and a shorter window may fall between two of them and see nothing arrive.
+    window=6,
     rates={REDISBEAT: (50,), REDBEAT: (50,), DCB: (20,)},
     scale_beats=(1, 2),
     sizes={REDISBEAT: (1_000,), REDBEAT: (1_000,), DCB: (1_000,)},
