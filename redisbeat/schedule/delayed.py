@@ -154,7 +154,7 @@ def entry_of(key: str, raw: str, due_ms: int) -> Entry:
         raise CorruptEntry(key, exc.field, exc.message) from None
 
 
-def read_definition(key: str, raw: str) -> dict[str, Any]:
+def read_definition(raw: str) -> dict[str, Any]:
     """A stored record's fields; a record redisbeat did not write reads as its task alone."""
     try:
         record = json.loads(raw)

@@ -233,7 +233,7 @@ def _done(key: str, raw: str | None) -> DelayedTask | None:
 
 
 def _task(key: str, due_ms: int, definition: str | None, state: Any) -> DelayedTask:
-    record = read_definition(key, definition or "")
+    record = read_definition(definition or "")
     owner = record.get("owner")
     return DelayedTask(
         key,

@@ -141,13 +141,13 @@ class Keys:
     @property
     def delayed_inflight(self) -> str:
         """HASH: delayed task key -> JSON claim {due, at, beat, lease_until} not finished."""
-        return self._key("delayed:inflight")
+        return self.of_lane("delayed").inflight
 
     @property
     def delayed_quarantine(self) -> str:
         """HASH: delayed task key -> JSON {definition, error, at} for records that failed
         to load."""
-        return self._key("delayed:quarantine")
+        return self.of_lane("delayed").quarantine
 
     @property
     def delayed_owner_prefix(self) -> str:
