@@ -29,6 +29,7 @@ DEFAULTS: dict[str, Any] = {
     "shards": 1,
     "claim_ahead_seconds": 0.02,
     "delayed_retention_seconds": 86_400.0,
+    "spent_retention_seconds": 86_400.0,
 }
 #: The most shards a deployment may be split into.
 MAX_SHARDS = 1024
@@ -64,6 +65,8 @@ class Config:
     claim_ahead_seconds: float = 0.02
     #: How long what became of a sent delayed task is kept (its key, task id, time).
     delayed_retention_seconds: float = 86_400.0
+    #: How long an API entry that will never fire again is kept once it fired (one-offs).
+    spent_retention_seconds: float = 86_400.0
 
     def __post_init__(self) -> None:
         schemes = (*REDIS_SCHEMES, SENTINEL_SCHEME, *CLUSTER_SCHEMES)
@@ -84,6 +87,7 @@ class Config:
             "heartbeat_seconds",
             "max_loop_interval",
             "delayed_retention_seconds",
+            "spent_retention_seconds",
         ):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value <= 0:
@@ -214,6 +218,7 @@ class Config:
             shards=get("shards"),
             claim_ahead_seconds=get("claim_ahead_seconds"),
             delayed_retention_seconds=get("delayed_retention_seconds"),
+            spent_retention_seconds=get("spent_retention_seconds"),
         )
 
 

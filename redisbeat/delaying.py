@@ -46,13 +46,13 @@ def delay(
     know is refused when the app has tasks of its own registered (a typo would otherwise
     wait silently to fail on the worker)."""
     if isinstance(task, str):
-        _check_known(app, task, key)
+        check_known(app, task, key)
     return store_for(app).delay(
         task, args, kwargs, eta=eta, countdown=countdown, key=key, owner=owner, options=options
     )
 
 
-def _check_known(app: Any, name: str, key: str | None) -> None:
+def check_known(app: Any, name: str, key: str | None) -> None:
     tasks = app.tasks
     own = [n for n in tasks if not n.startswith("celery.")]
     if own and name not in tasks:

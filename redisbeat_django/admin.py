@@ -28,9 +28,12 @@ from redisbeat.store.records import EntryState
 from . import sync
 from .columns import LIVE_ATTR, LIVE_COLUMNS, ChangeListColumns
 from .conf import get_store
+from .delayed_admin import DelayedCallAdmin, DelayedTaskAdmin
 from .describe import NO_VALUE, format_time, name_list, preview, zone_info
 from .forms import PeriodicTaskForm
 from .models import PeriodicTask, SyncStatus
+
+__all__ = ["DelayedCallAdmin", "DelayedTaskAdmin", "PeriodicTaskAdmin"]
 
 #: What a Redis outage raises (connection refused, timeouts, a bad store setting).
 UNAVAILABLE = (RedisBeatError,)

@@ -13,6 +13,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.dispatch import Signal
+from django.utils.timezone import now
 from django.utils.translation import gettext_lazy as _
 
 from redisbeat.errors import InvalidEntry
@@ -223,3 +224,57 @@ class PeriodicTask(models.Model):
             self.to_entry()
         except InvalidEntry as exc:
             raise ValidationError({form_field(self, exc.field): exc.message}) from None
+
+
+class CallKind:
+    """The calls the outbox holds (plain strings: compared and stored as they are)."""
+
+    DELAY = "delay"
+    RESCHEDULE = "reschedule"
+    CANCEL = "cancel"
+    CANCEL_OWNER = "cancel_owner"
+    choices = (
+        (DELAY, _("delay")),
+        (RESCHEDULE, _("reschedule")),
+        (CANCEL, _("cancel")),
+        (CANCEL_OWNER, _("cancel owner")),
+    )
+
+
+class DelayedCall(models.Model):
+    """A delayed-task call waiting to reach Redis: the outbox of :mod:`redisbeat_django.delayed`.
+
+    Written in the caller's transaction, so it exists exactly when the caller's own writes
+    do; pushed in ``id`` order once that commits, and deleted when Redis has taken it. A
+    call Redis refuses for good keeps its row, with ``error``, and is not pushed again.
+    """
+
+    op = models.CharField(_("call"), max_length=16, choices=CallKind.choices)
+    #: The task's key (the owner, for ``cancel_owner``).
+    key = models.CharField(_("key or owner"), max_length=200)
+    #: The call's arguments, checked when it was made (see :mod:`redisbeat_django.outbox`).
+    arguments = models.JSONField(_("arguments"), default=dict, blank=True)
+    made_at = models.DateTimeField(_("made"), default=now, editable=False)
+    attempts = models.PositiveIntegerField(_("attempts"), default=0, editable=False)
+    error = models.TextField(_("refused because"), blank=True, editable=False)
+
+    class Meta:
+        ordering = ("id",)
+        verbose_name = _("delayed call waiting for Redis")
+        verbose_name_plural = _("delayed calls waiting for Redis")
+
+    def __str__(self) -> str:
+        return f"{self.op} {self.key}"
+
+
+class DelayedTask(models.Model):
+    """No table: gives the admin's "Delayed tasks" page (read from Redis) its place,
+    its name and its view and change permissions."""
+
+    key = models.CharField(_("key"), max_length=200, primary_key=True)
+
+    class Meta:
+        managed = False
+        default_permissions = ("view", "change")
+        verbose_name = _("delayed task")
+        verbose_name_plural = _("delayed tasks")

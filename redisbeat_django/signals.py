@@ -17,6 +17,7 @@ from django.db.models.signals import post_delete, post_save
 
 from redisbeat import RedisScheduler
 
+from . import outbox
 from .models import PeriodicTask, bulk_written, is_sync_write
 from .sync import push_on_commit, reconcile, retrier
 
@@ -57,7 +58,8 @@ def _bulk_written(
 
 
 def _beat_started(sender: Any = None, **_: Any) -> None:
-    """A redisbeat beat in a Django project brings Redis up to date with the table."""
+    """A redisbeat beat in a Django project brings Redis up to date with the table, and
+    pushes the delayed calls left waiting (by a process that died before it could)."""
     try:
         scheduler_cls = symbol_by_name(getattr(sender, "scheduler_cls", None) or "")
     except Exception:
@@ -65,6 +67,7 @@ def _beat_started(sender: Any = None, **_: Any) -> None:
     if not (isinstance(scheduler_cls, type) and issubclass(scheduler_cls, RedisScheduler)):
         return
     threading.Thread(target=_reconcile_quietly, name="redisbeat-django-sync", daemon=True).start()
+    outbox.retrier.kick()
 
 
 def _reconcile_quietly() -> None:

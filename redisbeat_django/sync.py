@@ -9,29 +9,27 @@ each difference, so changes made by bulk updates or outside the ORM are caught a
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import islice
 from typing import Any
 
-from django.db import DatabaseError, close_old_connections, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from redisbeat import Entry, ScheduleStore, StoreError
-from redisbeat.errors import EntryNotFound, InvalidEntry, RedisBeatError
+from redisbeat.errors import EntryNotFound, InvalidEntry
 
 from .conf import get_store
 from .entries import SOURCE, row_error
 from .models import PeriodicTask, SyncStatus
+from .retry import Retrier
 
 log = logging.getLogger(__name__)
 
 CHUNK = 500
-RETRY_MIN_SECONDS = 1.0
-RETRY_MAX_SECONDS = 30.0
 
 
 @dataclass
@@ -191,62 +189,12 @@ def _chunks(items: Sequence[Any], size: int) -> Iterator[list[Any]]:
         yield chunk
 
 
-class Retrier:
-    """Reconciles in a background thread, with backoff, until Redis takes the changes."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def kick(self) -> None:
-        with self._lock:
-            if self.running:
-                return
-            self._stop.clear()
-            self._thread = threading.Thread(
-                target=self._run, name="redisbeat-django-retry", daemon=True
-            )
-            self._thread.start()
-
-    def _run(self) -> None:
-        delay = RETRY_MIN_SECONDS
-        try:
-            while not self._stop.wait(delay):
-                try:
-                    result = reconcile()
-                except RedisBeatError as exc:
-                    log.debug("redisbeat: Redis still unavailable: %s", exc)
-                    delay = min(delay * 2, RETRY_MAX_SECONDS)
-                    continue
-                except DatabaseError as exc:
-                    # A busy or locked database (SQLite's table lock, a deadlock) is as
-                    # passing as a Redis outage: the changes wait, the retry goes on.
-                    log.warning("redisbeat: could not reconcile, will retry: %s", exc)
-                    close_old_connections()
-                    delay = min(delay * 2, RETRY_MAX_SECONDS)
-                    continue
-                log.info(
-                    "redisbeat: Redis available again; pushed periodic tasks "
-                    "(added %d, updated %d, removed %d)",
-                    len(result.added),
-                    len(result.updated),
-                    len(result.removed),
-                )
-                return
-        finally:
-            close_old_connections()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop retrying (the thread is a daemon; this is for orderly shutdown and tests)."""
-        self._stop.set()
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
+def _retry() -> str:
+    result = reconcile()
+    return (
+        f"pushed periodic tasks (added {len(result.added)}, updated {len(result.updated)}, "
+        f"removed {len(result.removed)})"
+    )
 
 
-retrier = Retrier()
+retrier = Retrier("periodic task sync", _retry)

@@ -115,7 +115,9 @@ def test_a_toy_cluster_run_measures_redisbeat_on_one_redis_and_on_a_cluster_into
     write([table], tmp_path / "results", "2026-01-01", "smoke", page)
     text = page.read_text()
     latest, section = text.split("## Cluster")
-    assert "STALE-TABLES" not in text and "### Summary" in latest and "Redis Cluster" not in latest
+    # A run of the cluster scenario alone leaves the latest results of the others as they are.
+    assert "STALE-TABLES" in latest and "Redis Cluster" not in latest
+    assert "STALE-TABLES" not in section
     assert "### Redis Cluster and shards" in section and "(img/bench/cluster.png)" in section
 
 
@@ -140,3 +142,30 @@ def test_toy_round_trip_and_cold_start_runs_count_claims_and_time_from_the_first
     # A claim batch and its finish: two requests (a claim finding nothing due: one);
     # heartbeats add a few in all.
     assert 1 <= row["round trips / claim batch"] <= 3
+
+
+def test_a_toy_delayed_run_sends_every_due_task_once_and_measures_celerys_countdown(
+    tmp_path: Path,
+) -> None:
+    with Rig(tmp_path / "rig") as rig:
+        delayed, countdown = run(rig, SMOKE, ["redisbeat"], ["delayed", "countdown"])
+    assert [r["pending"] for r in delayed.rows] == list(SMOKE.delayed_pending)
+    for row in delayed.rows:
+        assert row["sustained/s"] > 0 and row["missed"] == 0 and row["doubles"] == 0
+        assert row["Redis bytes / pending"] > row["of which arguments"] > 0
+        assert row["pending(owner) p99 ms"] > 0 and row["beat RSS MiB"] > 0
+    assert any(n.startswith("Target, p99 at 3,000 pending") for n in delayed.notes)
+    (row,) = countdown.rows
+    assert row["pending"] == 200 and row["worker RSS MiB"] > 0
+    assert row["broker bytes / pending"] > 0
+    assert row["worker restart"].startswith("all 200 handed back and taken again")
+    assert row["kill -9"].startswith("200 held by the dead worker, 0 back in the queue")
+
+    begin, end = SECTIONS["delayed"]
+    page = tmp_path / "docs" / "benchmarks.md"
+    page.parent.mkdir()
+    page.write_text(f"{BEGIN}\nLATEST\n{END}\n\n## Section\n\n{begin}\nSTALE\n{end}\n")
+    write([delayed, countdown], tmp_path / "results", "2026-01-01", "smoke", page)
+    latest, section = page.read_text().split("## Section")
+    assert "LATEST" in latest and "STALE" not in section
+    assert "### Delayed tasks" in section and "### Celery's countdown" in section

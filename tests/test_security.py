@@ -507,7 +507,9 @@ def test_the_documented_editor_acl_runs_every_store_api_call_and_nothing_else(
         assert store.delay("proj.ping", countdown=60, key="k", owner="o") == "k"
         assert len(store.delay_many([{"task": "proj.ping", "countdown": 60, "owner": "o"}])) == 1
         assert store.reschedule("k", countdown=30) is not None and store.cancel("k")
-        assert len(store.pending("o")) == 1 and store.cancel_owner("o") == 1
+        assert len(store.pending("o")) == 1 and len(store.upcoming()) == 1
+        assert store.count_pending() == 1 and store.count_pending("o") == 1
+        assert store.cancel_owner("o") == 1
         assert store.get_delayed("k") is None
         ran = acl_redis.commands_run()
         documented = acl_redis.users["editor"].commands

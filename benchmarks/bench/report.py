@@ -20,7 +20,11 @@ BEGIN = "<!-- bench:begin -->"
 END = "<!-- bench:end -->"
 #: Scenarios whose table has a section of its own on the docs page, between these markers
 #: (every other table goes between BEGIN and END).
-SECTIONS = {"cluster": ("<!-- bench-cluster:begin -->", "<!-- bench-cluster:end -->")}
+SECTIONS = {
+    "cluster": ("<!-- bench-cluster:begin -->", "<!-- bench-cluster:end -->"),
+    "delayed": ("<!-- bench-delayed:begin -->", "<!-- bench-delayed:end -->"),
+    "countdown": ("<!-- bench-delayed:begin -->", "<!-- bench-delayed:end -->"),
+}
 
 
 def machine() -> dict[str, Any]:
@@ -278,7 +282,9 @@ def write(
             f"_Profile: {profile}; {stamp}; {info['cores']} cores ({info['cpu']}), "
             f"Python {info['python']}, redis-server {info['redis']}._"
         )
-        update_docs(docs, [*extra, *tables], charts, header)
+        main = [t for t in tables if t.scenario not in SECTIONS]
+        # A run of sectioned scenarios alone leaves the latest results as they are.
+        update_docs(docs, [*(extra if main else []), *tables], charts, header)
     return written
 
 
@@ -287,7 +293,7 @@ def update_docs(docs: Path, tables: list[Table], charts: dict[str, Path], header
     latest results, or a scenario's own section (:data:`SECTIONS`), which must be there."""
     images = docs.parent / "img" / "bench"
     images.mkdir(parents=True, exist_ok=True)
-    blocks: dict[tuple[str, str], list[str]] = {(BEGIN, END): [header]}
+    blocks: dict[tuple[str, str], list[str]] = {}
     for table in tables:
         parts = blocks.setdefault(SECTIONS.get(table.scenario, (BEGIN, END)), [header])
         parts.append(markdown(table))

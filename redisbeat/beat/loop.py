@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 
 #: How far the Redis clock worked out from the last claim may be off.
 CLOCK_MARGIN_MS = 2000
+#: The most seconds between two sweeps of spent entries (redisbeat_spent_retention_seconds).
+SWEEP_EVERY = 300.0
 
 
 def make_beat_id() -> str:
@@ -60,6 +62,7 @@ class Dispatcher:
         self.batches = BatchSender(store, config, sender, self.beat_id, self.leases, self.activity)
         self.outage = Outage(store.describe)
         self._next_heartbeat = 0.0
+        self._next_sweep = 0.0
         self._unfinished: tuple[int, list[Outcome]] | None = None
         #: Why this beat cannot listen for changes, while it cannot.
         self._deaf: RedisTrouble | None = None
@@ -216,6 +219,7 @@ class Dispatcher:
             return
         beat = self.store.heartbeat(self.beat_id)
         self._next_heartbeat = now + self.config.heartbeat_seconds
+        self._maybe_sweep(now)
         for name, score in beat.beyond:
             # Past any valid time (+inf, say), so never due: mended here, said once.
             what = self.store.repair(name, score, self.beat_id)
@@ -235,6 +239,19 @@ class Dispatcher:
         except RedisBeatError as exc:
             log.error("redisbeat: could not sync beat_schedule, will retry: %s", exc)
             self._next_heartbeat = now  # again at the next tick
+
+    def _maybe_sweep(self, now: float) -> None:
+        """Forget the store API's spent one-off entries now and then."""
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + min(SWEEP_EVERY, self.config.spent_retention_seconds)
+        try:
+            forgotten = self.store.sweep_spent()
+        except RedisBeatError as exc:  # garbage in the index, say: sending goes on
+            log.error("redisbeat: could not forget spent entries, will retry: %s", exc)
+            return
+        if forgotten:
+            log.info("redisbeat: forgot %d spent one-off entries", forgotten)
 
     # -- waiting ------------------------------------------------------------------------------
 

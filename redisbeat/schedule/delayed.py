@@ -223,3 +223,29 @@ def when(key: str, eta: object, countdown: object) -> tuple[int | None, int | No
             key, "countdown", f"must be a non-negative number of seconds: {countdown!r}"
         )
     return None, round(seconds * 1000)
+
+
+def change_of(
+    key: str, eta: object = None, countdown: object = None, by: object = None
+) -> tuple[str, int]:
+    """A reschedule's move, checked: ('at', due ms), ('in', ms from now) or ('by', ms
+    from its due time, negative: sooner); exactly one of ``eta``, ``countdown`` and ``by``
+    (a timedelta) is given."""
+    check_key(key)
+    if sum(v is not None for v in (eta, countdown, by)) != 1:
+        raise InvalidEntry(key, "eta", "give exactly one of eta, countdown and by")
+    if by is not None:
+        if not isinstance(by, timedelta):
+            raise InvalidEntry(key, "by", f"must be a timedelta: {by!r}")
+        return "by", round(by.total_seconds() * 1000)
+    at_ms, countdown_ms = when(key, eta, countdown)
+    return ("at", at_ms) if at_ms is not None else ("in", countdown_ms or 0)
+
+
+def check_key(key: object) -> None:
+    if not isinstance(key, str) or not key or len(key) > MAX_NAME_LENGTH:
+        raise InvalidEntry(
+            str(key)[:80],
+            "key",
+            f"must be a non-empty string of at most {MAX_NAME_LENGTH} characters",
+        )

@@ -44,6 +44,7 @@ class StoreBase:
         wait_timeout: float = 0.5,
         shards: int = 1,
         delayed_retention: float = 86_400.0,
+        spent_retention: float = 86_400.0,
     ) -> None:
         self.connection = client if isinstance(client, Connection) else Connection(client)
         if not self.connection.decodes_responses():
@@ -66,13 +67,18 @@ class StoreBase:
         #: The same scripts on each shard's delayed tasks (a beat claims both lanes).
         self.delayed_lane = [self._delayed_lane(i) for i in range(shards)]
         self.delayed_cursor = ShardCursor(shards, at_least_one=False)
-        #: How long what became of a sent delayed task is kept.
+        #: How long a sent delayed task's outcome, and a spent store API entry, are kept.
         self.delayed_retention_ms = int(delayed_retention * 1000)
+        self.spent_retention_ms = int(spent_retention * 1000)
         #: Shard 0's: its keys are also the deployment's own (beats, config, layout, events).
         self.scripts = self.shard_scripts[0]
         self.cursor = ShardCursor(shards)
         self._layout: Layout | None = None
         self._told_layout = False
+        self._init_beat_state()
+
+    def _init_beat_state(self) -> None:
+        """What a beat keeps between its calls (an editor keeps none of it)."""
         #: A beat's claims not yet finished: entry name -> the shard it was claimed from.
         self._claimed: dict[str, int] = {}
         #: Per lane and shard, the lease_until of this beat's claims there (each shard's
@@ -94,6 +100,7 @@ class StoreBase:
             wait_timeout=config.wait_timeout,
             shards=config.shards,
             delayed_retention=config.delayed_retention_seconds,
+            spent_retention=config.spent_retention_seconds,
         )
 
     @property

@@ -184,6 +184,14 @@ class BeatCalls(StoreBase):
         )
 
     @translated
+    def sweep_spent(self, limit: int = 1000) -> int:
+        """Forget the store API's entries that will never fire again (a one-off, a
+        ``Clocked`` entry, one past its end) once they have been spent for the retention;
+        returns how many (at most ``limit`` a shard)."""
+        retention = self.spent_retention_ms
+        return sum(s.sweep_spent(retention, limit) for s in self.all_shards())
+
+    @translated
     def quarantine(self, name: str, definition: str, error: str, by: str) -> bool:
         """Set aside a definition that cannot be loaded, unless it changed meanwhile."""
         shard = self._lane(lane_of(name), self._claimed_shard(name))

@@ -18,8 +18,7 @@ from typing import Any
 
 from ..errors import RedisBeatError
 from ..schedule.clock import MAX_MS, from_ms, to_ms
-from ..schedule.delayed import Delay, DelayedTask, read_definition, when
-from ..schedule.entry import MAX_NAME_LENGTH
+from ..schedule.delayed import Delay, DelayedTask, change_of, check_key, read_definition
 from .base import StoreBase
 from .delayed_scripts import Changed, DelayedScripts, PendingRow
 from .errors import LayoutChanged, translated
@@ -111,17 +110,7 @@ class DelayedCalls(StoreBase):
         timedelta from its due time (negative: sooner). Returns its new due time; None when
         it comes too late (a beat has claimed it, and sends it at its old time) or no
         pending task has that key."""
-        given = [v for v in (eta, countdown, by) if v is not None]
-        if len(given) != 1:
-            raise RedisBeatError(f"reschedule {key!r}: give exactly one of eta, countdown and by")
-        if by is not None:
-            if not isinstance(by, timedelta):
-                raise RedisBeatError(f"reschedule {key!r}: by must be a timedelta: {by!r}")
-            op, amount = "by", round(by.total_seconds() * 1000)
-        else:
-            at_ms, countdown_ms = when(key, eta, countdown)
-            op = "at" if at_ms is not None else "in"
-            amount = at_ms if at_ms is not None else countdown_ms or 0
+        op, amount = change_of(key, eta, countdown, by)
         changed = self._change(key, op, amount)
         return from_ms(changed.due_ms) if changed.outcome == "done" else None
 
@@ -133,7 +122,7 @@ class DelayedCalls(StoreBase):
         return self._change(key, "cancel").outcome == "done"
 
     def _change(self, key: str, op: str, amount: int = 0) -> Changed:
-        _check_key(key)
+        check_key(key)
         return self._delayed_home(key, self.layout).change(key, op, amount)
 
     @translated
@@ -141,7 +130,7 @@ class DelayedCalls(StoreBase):
         """A pending task (``state`` "pending", or "sending" once a beat has claimed it);
         once sent, what became of it ("sent" or "failed", with its task id and time)
         for ``redisbeat_delayed_retention_seconds``; else None."""
-        _check_key(key)
+        check_key(key)
         k = self._delayed_home(key, self.layout).keys
         pipe = self.client.pipeline(transaction=False)
         pipe.hget(k.delayed_tasks, wire(key))
@@ -164,14 +153,30 @@ class DelayedCalls(StoreBase):
     ) -> list[DelayedTask]:
         """The owner's pending tasks in due order (ties by key), at most ``limit``; pass
         the last one of a page as ``after`` for the next."""
+        return self._page(owner, limit, after)
+
+    @translated
+    def upcoming(self, limit: int = 100, after: DelayedTask | None = None) -> list[DelayedTask]:
+        """Every owner's pending tasks, and those without one, paged as :meth:`pending`."""
+        return self._page(None, limit, after)
+
+    @translated
+    def count_pending(self, owner: str | None = None) -> int:
+        """How many tasks are pending (or being sent): the owner's, or all for None."""
+        pipe = self.client.pipeline(transaction=False)
+        for shard in range(self.layout.shards):
+            k = self.keys.of_shard(shard)
+            pipe.zcard(k.delayed if owner is None else k.delayed_owner(owner))
+        return sum(int(n) for n in pipe.execute())
+
+    def _page(self, owner: str | None, limit: int, after: DelayedTask | None) -> list[DelayedTask]:
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_PAGE:
             raise RedisBeatError(f"pending: limit must be an integer from 1 to {MAX_PAGE}")
         after_ms = None if after is None else to_ms(after.eta)
         after_key = "" if after is None else after.key
-        layout = self.layout
         pages = [
             self.delayed_scripts(shard).pending(owner, after_ms, after_key, limit)
-            for shard in range(layout.shards)
+            for shard in range(self.layout.shards)
         ]
         rows: Iterator[PendingRow] = heapq.merge(*pages, key=lambda r: (r.due_ms, r.key))
         return [
@@ -195,11 +200,6 @@ class DelayedCalls(StoreBase):
                 cancelled += Changed.from_reply(reply).outcome == "done"
             after = page[-1]
         return cancelled
-
-
-def _check_key(key: object) -> None:
-    if not isinstance(key, str) or not key or len(key) > MAX_NAME_LENGTH:
-        raise RedisBeatError(f"a delayed task's key must be a non-empty string: {key!r}")
 
 
 def _claim_due(raw: str | None, score: int) -> int | None:

@@ -93,12 +93,13 @@ class DelayedScripts:
         return Changed.from_reply(self.runner.run(self.change_call(key, op, amount_ms), "strict"))
 
     def pending(
-        self, owner: str, after_ms: int | None, after_key: str, limit: int
+        self, owner: str | None, after_ms: int | None, after_key: str, limit: int
     ) -> list[PendingRow]:
-        """Up to ``limit`` of the owner's tasks in this shard after (``after_ms``,
-        ``after_key``) in due order."""
+        """Up to ``limit`` of the owner's tasks in this shard (every task, for None) after
+        (``after_ms``, ``after_key``) in due order."""
         k = self.keys
-        keys = [k.delayed_owner(owner), k.delayed_tasks, k.delayed, k.delayed_inflight]
+        index = k.delayed if owner is None else k.delayed_owner(owner)
+        keys = [index, k.delayed_tasks, k.delayed, k.delayed_inflight]
         start = "-inf" if after_ms is None else after_ms
         reply = self.runner.run(Call(PENDING, keys, [start, wire(after_key), limit]), "none")
         return [

@@ -80,6 +80,13 @@ class Keys:
         return self._lane_key("inflight")
 
     @property
+    def spent(self) -> str:
+        """ZSET: entry name -> when a beat took it off the schedule for good (ms): a one-off,
+        a ``Clocked`` entry or one past its end, once sent. Swept after
+        ``redisbeat_spent_retention_seconds``."""
+        return self._key("spent")
+
+    @property
     def beats(self) -> str:
         """ZSET: beat instance id -> last heartbeat (ms)."""
         return self._deployment_key("beats")

@@ -28,6 +28,7 @@ REPAIR = Script.named("repair")
 CONFIG = Script.named("config")
 UPSERT = Script.named("upsert")
 REMOVE = Script.named("remove")
+SWEEP_SPENT = Script.named("sweep_spent")
 RUN_NOW = Script.named("run_now")
 LAYOUT = Script.named("layout")
 
@@ -79,7 +80,7 @@ class Scripts:
         for o in outcomes:
             nxt = "" if o.next_due_ms is None else o.next_due_ms
             args += [wire(o.name), o.action, nxt, o.task_id, o.due_ms, o.error]
-        keys = [k.schedule, k.inflight, k.state, k.entries, k.quarantine]
+        keys = [k.schedule, k.inflight, k.state, k.entries, k.quarantine, k.spent]
         return Call(FINISH, keys, args)
 
     def renew(self, beat_id: str, lease_until_ms: int, names: list[str], lease_ms: int) -> int:
@@ -97,6 +98,13 @@ class Scripts:
         k = self.keys
         args = [beat_id, earliest_lease_until, lease_ms, k.events]
         return int(self.runner.run(Call(EXPIRE_LOST, [k.schedule, k.inflight], args), "lenient"))
+
+    def sweep_spent(self, retention_ms: int, limit: int) -> int:
+        """Forget up to ``limit`` of the ``api`` entries that left the schedule for good
+        longer than ``retention_ms`` ago; returns how many."""
+        k = self.keys
+        keys = [k.spent, k.schedule, k.entries, k.state, k.inflight, k.source("api")]
+        return int(self.runner.run(Call(SWEEP_SPENT, keys, [retention_ms, limit]), "lenient"))
 
     def quarantine(self, name: str, definition: str, error: str, by: str) -> bool:
         k = self.keys

@@ -5,8 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from browsing import FAST_HASHERS, TIMEOUT, chromium_executable
+from django.test import override_settings
+from playwright.sync_api import Browser, Page, sync_playwright
 
 from redisbeat import ScheduleStore
+from redisbeat_django import outbox
 from redisbeat_django.conf import get_store, reset_store
 from redisbeat_django.sync import retrier
 from redisbeat_testkit.djangosite.celery_app import app as celery_app
@@ -43,3 +47,37 @@ def _no_retry_left_running() -> Iterator[None]:
     """A background retry must not outlive its test and push into the next one's store."""
     yield
     retrier.stop()
+    outbox.retrier.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One headless Chromium for the module.
+
+    Playwright's sync API keeps an event loop in this thread, so Django would refuse ORM
+    calls from the tests (and from pytest-django's database flushes) as "async unsafe";
+    nothing here runs concurrently with them, so they are allowed for the whole module.
+    Passwords use a fast hasher: the default takes about a second per login.
+    """
+    with pytest.MonkeyPatch.context() as mp, override_settings(PASSWORD_HASHERS=FAST_HASHERS):
+        mp.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=chromium_executable(),
+                headless=True,
+                args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+            )
+            yield browser
+            browser.close()
+
+
+@pytest.fixture
+def page(browser: Browser, live_server, rb_store) -> Iterator[Page]:
+    """A fresh browser context (no cookies) on the live server, Redis pointed at rb_store."""
+    context = browser.new_context(
+        base_url=live_server.url, viewport={"width": 1400, "height": 900}, locale="en-US"
+    )
+    context.set_default_timeout(TIMEOUT)
+    page = context.new_page()
+    yield page
+    context.close()

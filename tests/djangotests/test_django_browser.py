@@ -1,23 +1,15 @@
-"""The Django admin in a real browser: Chromium (Playwright) -> live server -> Redis.
-
-Needs Debian's Chromium (``make chromium``), or ``CHROMIUM=/path/to/chromium``; Playwright's
-own downloaded browsers are never used.
-"""
+"""The Django admin in a real browser: Chromium (Playwright) -> live server -> Redis."""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import User
-from django.test import override_settings
+from browsing import AT_CHANGELIST, CHANGELIST, TIMEOUT, log_in
 from django.utils import formats, timezone
-from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
+from playwright.sync_api import Locator, Page, expect
 
 from redisbeat.schedule.kinds import Cron
 from redisbeat_django.models import PeriodicTask
@@ -26,67 +18,9 @@ from redisbeat_testkit.ports import wait_until
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-CHANGELIST = "/admin/redisbeat_django/periodictask/"
-AT_CHANGELIST = re.compile(re.escape(CHANGELIST) + r"(\?.*)?$")
-#: Playwright's waits, in milliseconds; every wait polls up to this and never sleeps blindly.
-TIMEOUT = 10_000
 #: How long to poll Redis, in seconds.
 REDIS_TIMEOUT = 10.0
 DASH = "\u2014"
-FAST_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-def chromium_executable() -> str:
-    """``$CHROMIUM``, else ``chromium`` on the PATH, else Debian's /usr/bin/chromium."""
-    for candidate in (os.environ.get("CHROMIUM"), shutil.which("chromium"), "/usr/bin/chromium"):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    raise RuntimeError(
-        "Chromium is not installed: run `make chromium` (Debian: apt-get install chromium) "
-        "or set CHROMIUM to a Chromium binary"
-    )
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """One headless Chromium for the module.
-
-    Playwright's sync API keeps an event loop in this thread, so Django would refuse ORM
-    calls from the tests (and from pytest-django's database flushes) as "async unsafe";
-    nothing here runs concurrently with them, so they are allowed for the whole module.
-    Passwords use a fast hasher: the default takes about a second per login.
-    """
-    with pytest.MonkeyPatch.context() as mp, override_settings(PASSWORD_HASHERS=FAST_HASHERS):
-        mp.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(
-                executable_path=chromium_executable(),
-                headless=True,
-                args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-            )
-            yield browser
-            browser.close()
-
-
-@pytest.fixture
-def page(browser: Browser, live_server, rb_store) -> Iterator[Page]:
-    """A fresh browser context (no cookies) on the live server, Redis pointed at rb_store."""
-    context = browser.new_context(
-        base_url=live_server.url, viewport={"width": 1400, "height": 900}, locale="en-US"
-    )
-    context.set_default_timeout(TIMEOUT)
-    page = context.new_page()
-    yield page
-    context.close()
-
-
-def log_in(page: Page) -> None:
-    User.objects.create_superuser("admin", "a@example.com", "pw")
-    page.goto(f"/admin/login/?next={CHANGELIST}")
-    page.fill("#id_username", "admin")
-    page.fill("#id_password", "pw")
-    page.click("input[type=submit]")
-    expect(page).to_have_url(AT_CHANGELIST)
 
 
 def column(page: Page, header: str) -> int:

@@ -171,8 +171,8 @@ def test_the_sync_command_fails_clearly_when_redis_is_down(own_store, own_redis)
 def test_changes_made_while_redis_is_down_are_pushed_once_it_is_back(
     own_store, own_redis, monkeypatch
 ):
-    monkeypatch.setattr(sync, "RETRY_MAX_SECONDS", 0.5)
-    monkeypatch.setattr(sync, "RETRY_MIN_SECONDS", 0.2)
+    monkeypatch.setattr(sync.retrier, "max_seconds", 0.5)
+    monkeypatch.setattr(sync.retrier, "min_seconds", 0.2)
     make(name="kept", every=30)
     make(name="to-delete", every=30)
     own_redis.stop()
@@ -242,8 +242,8 @@ def all_synced() -> bool:
 def test_the_background_retry_outlives_a_database_error_when_redis_comes_back(
     own_store, own_redis, monkeypatch, caplog
 ):
-    monkeypatch.setattr(sync, "RETRY_MAX_SECONDS", 0.5)
-    monkeypatch.setattr(sync, "RETRY_MIN_SECONDS", 0.2)
+    monkeypatch.setattr(sync.retrier, "max_seconds", 0.5)
+    monkeypatch.setattr(sync.retrier, "min_seconds", 0.2)
     make(name="kept", every=30)
     own_redis.stop()
     edited = PeriodicTask.objects.get(name="kept")
@@ -258,7 +258,7 @@ def test_the_background_retry_outlives_a_database_error_when_redis_comes_back(
             cursor.execute(f"ALTER TABLE {table} RENAME TO {table}_away")
         try:
             own_redis.start()
-            wait_until(lambda: "could not reconcile, will retry" in caplog.text, 20, "an error")
+            wait_until(lambda: "failed on the database, will retry" in caplog.text, 20, "an error")
         finally:
             with connection.cursor() as cursor:
                 cursor.execute(f"ALTER TABLE {table}_away RENAME TO {table}")

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from ..harness import Rig
 from .cluster import redis_cluster
+from .delayed import countdown, delayed
 from .editing import edit_latency
 from .failover import failover
 from .profiles import DCB, FULL, PROFILES, QUICK, REDBEAT, REDISBEAT, SMOKE, Profile, Table
@@ -41,6 +42,8 @@ SCENARIOS = (
     "idle",
     "failover",
     "cluster",
+    "delayed",
+    "countdown",
 )
 
 
@@ -59,6 +62,8 @@ def run(rig: Rig, profile: Profile, schedulers: list[str], only: list[str]) -> l
         ("idle", lambda: idle(rig, profile, schedulers)),
         ("failover", lambda: failover(rig, profile, schedulers)),
         ("cluster", lambda: redis_cluster(rig, profile, schedulers)),
+        ("delayed", lambda: delayed(rig, profile, schedulers)),
+        ("countdown", lambda: countdown(rig, profile, schedulers)),
     ]
     for name, step in steps:
         if name not in wanted:

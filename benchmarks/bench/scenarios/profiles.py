@@ -45,6 +45,13 @@ class Profile:
     #: Cold start: the offered rate, and the seconds measured from the first occurrence.
     cold_rate: int = 5_000
     cold_seconds: float = 40
+    #: Delayed tasks: pending counts tried, and how many fall due each second.
+    delayed_pending: tuple[int, ...] = (1_000, 1_000_000)
+    delayed_rate: int = 1_000
+    #: Celery's countdown: ETA tasks a worker is given.
+    countdown_pending: tuple[int, ...] = (100_000,)
+    #: How long a worker started after a kill -9 is watched for the dead one's tasks.
+    countdown_watch_s: float = 10
 
 
 QUICK = Profile(
@@ -100,6 +107,10 @@ SMOKE = Profile(
     cluster_shards=(1, 3),
     cold_rate=50,
     cold_seconds=3,
+    delayed_pending=(1_000, 3_000),
+    delayed_rate=50,
+    countdown_pending=(200,),
+    countdown_watch_s=2,
 )
 PROFILES = {p.name: p for p in (SMOKE, QUICK, FULL)}
 

@@ -8,6 +8,7 @@
 -- KEYS[3] = state     HASH  name -> run state JSON
 -- KEYS[4] = entries   HASH
 -- KEYS[5] = quarantine HASH  name -> {"definition", "error", "at", "by"}
+-- KEYS[6] = spent     ZSET  name -> when it left the schedule for good (ms), for the sweep
 -- ARGV[1] = beat id
 -- ARGV[2] = lease_until the claim set, ms
 -- ARGV[3] = pub/sub channel, to wake the beats when a claim is handed back
@@ -33,6 +34,7 @@ local finished = 0
 local released = 0
 local set_aside = {}
 local garbled = {}
+local spent = {} -- now, name, ...
 
 -- What this call reads, by name: the schedule's scores, the claims, the run states and the
 -- definitions (false: none). The outcomes change these copies; the changes are written last.
@@ -135,6 +137,8 @@ for i = 6, #ARGV, 6 do
       if untouched then
         if next_due == '' then
           change(1, name, false)
+          spent[#spent + 1] = now
+          spent[#spent + 1] = name
         else
           move(name, tonumber(next_due))
         end
@@ -184,6 +188,10 @@ write_many('ZREM', 1, gone)
 write_many('HSET', 3, values)
 write_many('HDEL', 4, changed[4])
 write_many('HSET', 5, quarantined)
+-- The sweep's index only: a key of the wrong type there must not fail the sends' finish.
+for first = 1, #spent, CHUNK do
+  redis.pcall('ZADD', KEYS[6], chunk(spent, first))
+end
 if released > 0 then
   -- A wake-up only saves the other beats a wait: one refused (an ACL without the channel)
   -- must not fail the finish after its writes, which Redis would keep.
