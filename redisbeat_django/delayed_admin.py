@@ -262,5 +262,11 @@ class DelayedCallAdmin(_CallAdmin):
             messages.error(request, f"Redis unavailable: {exc}. The calls keep waiting.")
             return
         messages.success(request, f"Pushed {pushed.pushed} call(s) to Redis.")
+        if pushed.too_late:
+            messages.warning(
+                request,
+                f"{pushed.too_late} cancel(s) or reschedule(s) came too late: the "
+                "task was being sent, or had been.",
+            )
         if pushed.refused:
             messages.error(request, f"{pushed.refused} call(s) were refused; see their error.")

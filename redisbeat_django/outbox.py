@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from typing import Any
@@ -44,19 +44,14 @@ class Pushed:
     """What a push did: calls Redis took, and those it took too late to act on."""
 
     pushed: int = 0
-    #: Keys whose cancel or reschedule came too late (a beat was sending the task) or
-    #: found no pending task.
-    without_effect: list[str] = field(default_factory=list)
+    #: Cancels and reschedules that came too late (a beat was sending the task, or had).
+    too_late: int = 0
     #: Calls refused for good (kept, with their error).
     refused: int = 0
 
 
 def delay_row(d: Delay) -> DelayedCall:
-    arguments: dict[str, Any] = {"task": d.task}
-    for name in ("args", "kwargs", "options", "owner"):
-        value = getattr(d, name)
-        if value:
-            arguments[name] = list(value) if name == "args" else value
+    arguments = d.record()
     if d.at_ms is not None:
         arguments["at_ms"] = d.at_ms
     else:
@@ -108,7 +103,8 @@ def push(using: str = DEFAULT_DB_ALIAS) -> Pushed:
                 return result
             done, failure = _push_rows(store, rows, result)
             calls.filter(pk__in=done).delete()
-            waiting = [r for r in rows if r.pk not in set(done) and not r.error]
+            pushed = set(done)
+            waiting = [r for r in rows if r.pk not in pushed and not r.error]
             if failure is not None and waiting:
                 calls.filter(pk=waiting[0].pk).update(attempts=waiting[0].attempts + 1)
         if failure is not None:
@@ -168,7 +164,7 @@ def _push_group(store: ScheduleStore, group: list[DelayedCall], result: Pushed) 
 
 def _took(result: Pushed, row: DelayedCall, effect: bool) -> None:
     if not effect:
-        result.without_effect.append(row.key)
+        result.too_late += 1
         log.info(
             "redisbeat: %s of delayed task %r came too late: it is being sent, or was",
             row.op,

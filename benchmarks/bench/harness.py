@@ -120,10 +120,7 @@ class BeatProcess:
         return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
 
     def rss_bytes(self) -> int:
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-        return 0
+        return rss_of(self.pid)
 
     def kill(self, sig: int) -> None:
         self.process.send_signal(sig)
@@ -238,6 +235,14 @@ def redis_usage(ports: Sequence[int]) -> tuple[Counter[str], float]:
                 calls[name.removeprefix("cmdstat_")] += int(v["calls"])
         cpu += float(usage["used_cpu_sys"]) + float(usage["used_cpu_user"])
     return calls, cpu
+
+
+def rss_of(pid: int) -> int:
+    """A process's resident memory, in bytes, from /proc (0 when it says none)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
 
 
 def specs_for(count: int, every: float, start_ms: int, prefix: str = "e") -> list[Spec]:

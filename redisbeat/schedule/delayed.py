@@ -94,14 +94,18 @@ class Delay:
         rest = {k: v for k, v in item.items() if k not in ("task", "args", "kwargs")}
         return cls.of(item["task"], item.get("args", ()), item.get("kwargs"), **rest)
 
-    def definition(self) -> str:
-        """The stored record: only what is not empty."""
+    def record(self) -> dict[str, Any]:
+        """The stored record's fields: only what is not empty."""
         record: dict[str, Any] = {"task": self.task}
         for name in ("args", "kwargs", "options", "owner"):
             value = getattr(self, name)
             if value:
                 record[name] = list(value) if name == "args" else value
-        return _dumps(record)
+        return record
+
+    def definition(self) -> str:
+        """The stored record, as JSON."""
+        return _dumps(self.record())
 
 
 _ITEM_FIELDS = frozenset({"task", "args", "kwargs", "eta", "countdown", "key", "owner", "options"})

@@ -197,3 +197,16 @@ def test_calls_left_by_a_process_that_died_are_pushed_by_a_beat_start_and_the_ta
     left_behind("second")
     assert reconcile_task()["delayed_calls"] == 1
     assert rb_store.get_delayed("second") is not None
+
+
+def test_a_push_counts_the_cancels_and_reschedules_that_came_too_late(rb_store):
+    rb_store.delay("reports.daily", countdown=600, key="kept")
+    rows = [
+        DelayedCall(op=CallKind.CANCEL, key="never-delayed"),
+        DelayedCall(op=CallKind.RESCHEDULE, key="never-delayed", arguments={"by": 1000}),
+        DelayedCall(op=CallKind.RESCHEDULE, key="kept", arguments={"by": -1000}),
+    ]
+    DelayedCall.objects.bulk_create(rows)
+    pushed = outbox.push()
+    assert (pushed.pushed, pushed.too_late, pushed.refused) == (3, 2, 0)
+    assert not DelayedCall.objects.exists()

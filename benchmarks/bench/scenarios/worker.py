@@ -19,7 +19,7 @@ from celery import Celery
 
 from redisbeat_testkit.processes import environ_without_django, stop_process
 
-from ..harness import Rig
+from ..harness import Rig, rss_of
 
 QUEUE = "bench-countdown"
 TASK = "bench.tick"
@@ -43,10 +43,7 @@ class Worker:
         )
 
     def rss_bytes(self) -> int:
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-        return 0
+        return rss_of(self.process.pid)
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if sig == signal.SIGKILL:
