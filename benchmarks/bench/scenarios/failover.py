@@ -41,7 +41,7 @@ def failover(rig: Rig, profile: Profile, schedulers: list[str]) -> Table:
         "Two beats each (django-celery-beat allows one, so a killed beat stops everything "
         "until something restarts it). 'Sends resume after' runs from the kill to the first "
         "message of an occurrence due after it. redisbeat's other beat never stopped; the "
-        "killed beat's claims wait for their lease (30 s by default). celery-redbeat's "
+        "killed beat's claims wait for their lease (5 s by default). celery-redbeat's "
         "standby waits for the lock to expire (its default timeout: 5 x the loop interval)."
     )
     return table
