@@ -6,9 +6,9 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
 LINT_PATHS := redisbeat redisbeat_django testkit tests example_project benchmarks
 
-.PHONY: demo test chaos bench lint pytest pytest-oldest redis-server postgresql chromium faketime venv clean
+.PHONY: demo test chaos bench docs lint pytest pytest-oldest redis-server postgresql chromium faketime venv clean
 
-test: lint pytest pytest-oldest
+test: lint docs pytest pytest-oldest
 
 venv: $(STAMP)
 
@@ -110,6 +110,17 @@ pytest: venv redis-server postgresql chromium faketime
 # Writes build/bench-results/<date>-chaos-<profile>.{md,json} and the table in the docs.
 chaos: venv redis-server faketime
 	$(PY) -m benchmarks.chaos --profile $(if $(FULL),full,quick) --update-docs
+
+# The documentation site (mkdocs-material, the API reference from docstrings) in build/site;
+# --strict: a broken link, anchor or reference fails the build.
+DOCS_STAMP := $(VENV)/.installed-docs
+
+$(DOCS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev,docs]'
+	touch $@
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 # redisbeat against celery-redbeat and django-celery-beat with real beats (docs/benchmarks.md):
 # the quick profile (about 10 minutes on 2 cores), or FULL=1 for every rate and size.

@@ -30,6 +30,9 @@ DEFAULTS: dict[str, Any] = {
     "claim_ahead_seconds": 0.02,
     "delayed_retention_seconds": 86_400.0,
     "spent_retention_seconds": 86_400.0,
+    "summary_seconds": 60.0,
+    "metrics_port": None,
+    "metrics_address": "0.0.0.0",
 }
 #: The most shards a deployment may be split into.
 MAX_SHARDS = 1024
@@ -67,6 +70,11 @@ class Config:
     delayed_retention_seconds: float = 86_400.0
     #: How long an API entry that will never fire again is kept once it fired (one-offs).
     spent_retention_seconds: float = 86_400.0
+    #: How often a beat logs (and keeps in Redis, for ``status``) what it did lately.
+    summary_seconds: float = 60.0
+    #: Serve Prometheus metrics on this port (None: no metrics), on this address.
+    metrics_port: int | None = None
+    metrics_address: str = "0.0.0.0"
 
     def __post_init__(self) -> None:
         schemes = (*REDIS_SCHEMES, SENTINEL_SCHEME, *CLUSTER_SCHEMES)
@@ -82,16 +90,8 @@ class Config:
             raise ConfigurationError(
                 f"redisbeat_key_prefix must be non-empty and contain no braces: {self.key_prefix!r}"
             )
-        for name in (
-            "lease_seconds",
-            "heartbeat_seconds",
-            "max_loop_interval",
-            "delayed_retention_seconds",
-            "spent_retention_seconds",
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or value <= 0:
-                raise ConfigurationError(f"redisbeat_{name} must be a positive number: {value!r}")
+        self._check_positive()
+        self._check_metrics()
         if not isinstance(self.batch_size, int) or self.batch_size < 1:
             raise ConfigurationError(
                 f"redisbeat_batch_size must be a positive integer: {self.batch_size!r}"
@@ -118,6 +118,32 @@ class Config:
             raise ConfigurationError(
                 f"redisbeat_shards must be an integer from 1 to {MAX_SHARDS}: {shards!r}"
             )
+
+    def _check_metrics(self) -> None:
+        port = self.metrics_port
+        if port is not None and (
+            not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535
+        ):
+            raise ConfigurationError(
+                f"redisbeat_metrics_port must be a TCP port (0 to 65535) or None: {port!r}"
+            )
+        if not isinstance(self.metrics_address, str):
+            raise ConfigurationError(
+                f"redisbeat_metrics_address must be a host or IP address: {self.metrics_address!r}"
+            )
+
+    def _check_positive(self) -> None:
+        for name in (
+            "lease_seconds",
+            "heartbeat_seconds",
+            "max_loop_interval",
+            "delayed_retention_seconds",
+            "spent_retention_seconds",
+            "summary_seconds",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or value <= 0:
+                raise ConfigurationError(f"redisbeat_{name} must be a positive number: {value!r}")
 
     def _check_sentinel(self) -> None:
         if self.sentinel is not None:
@@ -219,6 +245,9 @@ class Config:
             claim_ahead_seconds=get("claim_ahead_seconds"),
             delayed_retention_seconds=get("delayed_retention_seconds"),
             spent_retention_seconds=get("spent_retention_seconds"),
+            summary_seconds=get("summary_seconds"),
+            metrics_port=get("metrics_port"),
+            metrics_address=get("metrics_address"),
         )
 
 

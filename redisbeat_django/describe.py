@@ -1,17 +1,16 @@
 """Schedules in plain English and their upcoming run times, for the admin.
 
-Cron text comes from ``cron_descriptor``; run times from redisbeat's own timing functions
-(``Entry.first_due_ms``/``Entry.next_due_ms``), so the preview shows what a beat will do.
+Cron text comes from :mod:`redisbeat.schedule.words`; run times from redisbeat's own timing
+functions (``Entry.first_due_ms``/``Entry.next_due_ms``), so the preview shows what a beat
+will do.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime, timezone, tzinfo
-from functools import lru_cache
 from typing import Any
 
-from cron_descriptor import ExpressionDescriptor, Options
 from django.utils import timezone as django_tz
 from django.utils.html import format_html
 from django.utils.timesince import timesince, timeuntil
@@ -20,23 +19,13 @@ from redisbeat import Entry
 from redisbeat.errors import InvalidEntry, InvalidSchedule, RedisBeatError
 from redisbeat.schedule.kinds import get_zone
 from redisbeat.schedule.timing import from_ms, to_ms
+from redisbeat.schedule.words import cron_text, solar_text
 from redisbeat.store.records import EntryState
 
 from .conf import get_store
 from .entries import form_field
 
 NO_VALUE = "—"
-# croniter's aliases, spelled out for cron_descriptor (which reads five or six fields).
-_ALIASES = {
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-    "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
-}
-_UNRESTRICTED = {"*", "?"}
 
 
 def default_zone() -> str:
@@ -60,16 +49,16 @@ def describe(row: Any, *, with_zone: bool = True) -> str:
     if kind in ("crontab", "cron"):
         if kind == "crontab":
             fields = (row.minute, row.hour, row.day_of_month, row.month_of_year, row.day_of_week)
-            text = _cron_text(" ".join(f.strip() or "*" for f in fields), either=False)
+            text = cron_text(" ".join(f.strip() or "*" for f in fields), either=False)
         else:
-            text = _cron_text(row.cron_expression.strip(), either=True)
+            text = cron_text(row.cron_expression.strip(), either=True)
         return f"{text} ({zone_of(row)})" if with_zone else text
     if kind == "clocked":
         if row.clocked_at is None:
             return "Once (no time set)"
         return f"Once, at {format_time(row.clocked_at, zone_info(row))}"
     if kind == "solar":
-        return _solar(row.solar_event, row.latitude, row.longitude)
+        return solar_text(row.solar_event, row.latitude, row.longitude)
     return f"Unknown schedule kind {kind!r}"
 
 
@@ -79,35 +68,6 @@ def _interval(every: int | None, period: str) -> str:
     if every == 1:
         return f"Every {period.removesuffix('s')}"
     return f"Every {every} {period}"
-
-
-@lru_cache(maxsize=1024)
-def _cron_text(expr: str, *, either: bool) -> str:
-    """cron_descriptor's description; ``either``: day of month OR day of week (cron)."""
-    spelled = _ALIASES.get(expr.lower(), expr)
-    options = Options()
-    options.use_24hour_time_format = True
-    try:
-        text = str(ExpressionDescriptor(spelled, options).get_description())
-    except Exception:  # its errors share no base class; the raw expression still informs
-        return f"cron {expr}" if either else f"crontab {expr}"
-    parts = spelled.split()
-    dom, dow = (parts[-3], parts[-1]) if len(parts) in (5, 6) else ("*", "*")
-    if either and dom not in _UNRESTRICTED and dow not in _UNRESTRICTED:
-        # cron fires on either day; cron_descriptor words it as both ("..., only on Monday").
-        either_text = text.replace(", only on ", " or on ", 1)
-        text = either_text if either_text != text else f"{text} (either day matches)"
-    return text
-
-
-def _solar(event: str, latitude: Any, longitude: Any) -> str:
-    if not event or latitude is None or longitude is None:
-        return "Solar event (incomplete)"
-    words = event.split("_")
-    name = f"{words[1]} {words[0]}" if words[0] in ("dawn", "dusk") else " ".join(words)
-    lat, lon = float(latitude), float(longitude)
-    where = f"{abs(lat):g}°{'N' if lat >= 0 else 'S'} {abs(lon):g}°{'E' if lon >= 0 else 'W'}"
-    return f"At {name}, seen from {where}"
 
 
 def format_time(value: datetime | None, zone: tzinfo | None = None) -> str:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import signal
 import uuid
 from collections.abc import Callable, Iterator
@@ -80,6 +81,12 @@ def beats_for(tmp_path: Path) -> Iterator[object]:
     yield make
     for beats in made:
         beats.stop_all()
+    # What the beats sent is not left in the broker for a later test's queue readers.
+    for url in {beats.env["TEST_BROKER_URL"] for beats in made}:
+        with contextlib.suppress(redis.RedisError):
+            broker = redis.Redis.from_url(url)
+            broker.flushdb()
+            broker.close()
 
 
 @pytest.fixture

@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
 from celery import Celery
+from click.testing import CliRunner
 
 from redisbeat import Entry, Interval, ScheduleStore
+from redisbeat.cli import main as redisbeat_cli
 from redisbeat.config import Config
 from redisbeat.errors import ConfigurationError
 from redisbeat.store.errors import StoreError, StoreRefused
@@ -101,6 +104,31 @@ def test_the_store_api_works_on_a_cluster_whichever_node_serves_the_schedule(
         assert sorted(e.name for e in store) == ["e0", "e1", "e2", "e3"]
     finally:
         store.close()
+
+
+def test_the_command_line_lists_shows_and_counts_entries_spread_over_the_masters(
+    rig: ClusterRig, prefix: str, sharded_stores: Any
+):
+    store = sharded_stores(rig.url, prefix, 6)
+    store.upsert_many(Entry(f"e{i}", "proj.ping", Interval(60 + i)) for i in range(12))
+    homes = {rig.node_for_key(shard.keys.schedule) for shard in store.all_shards()}
+    assert len(homes) > 1, "the shards spread over the masters"
+
+    def cli(*args: str) -> Any:
+        result = CliRunner().invoke(redisbeat_cli, ["--url", rig.url, "--prefix", prefix, *args])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    listed = cli("list", "--json", "--limit", "0")["entries"]
+    assert [row["name"] for row in listed] == [f"e{i}" for i in range(12)]  # soonest first
+    assert cli("show", "e5", "--json")["schedule"] == "Every 65 seconds"
+    report = CliRunner().invoke(
+        redisbeat_cli, ["--url", rig.url, "--prefix", prefix, "status", "--json"]
+    )
+    assert report.exit_code == 5  # no beat runs here
+    status = json.loads(report.stdout.splitlines()[0])
+    assert status["shards"] == 6
+    assert status["counts"]["entries"] == status["counts"]["scheduled"] == 12
 
 
 def test_a_redis_url_naming_one_node_of_a_cluster_is_refused_saying_how_to_name_the_cluster(

@@ -3,6 +3,7 @@ and bad input, against real Redis."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 
@@ -190,12 +191,15 @@ def test_the_command_lists_an_owners_tasks_and_cancels_by_key_or_owner(redis_ser
     store.delay_many(
         [{"task": "proj.t", "key": f"k{i}", "owner": "ivy", "countdown": 60 + i} for i in range(3)]
     )
-    listed = redisbeat_command("--url", url, "--prefix", prefix, "pending", "ivy")
-    assert [line.split()[1:] for line in listed.stdout.splitlines()] == [
-        ["pending", f"k{i}", "proj.t"] for i in range(3)
+    listed = redisbeat_command("--url", url, "--prefix", prefix, "pending", "ivy", "--json")
+    assert [(t["state"], t["key"], t["task"]) for t in json.loads(listed.stdout)] == [
+        ("pending", f"k{i}", "proj.t") for i in range(3)
     ]
-    out = redisbeat_command("--url", url, "--prefix", prefix, "cancel", "k0", "nope").stdout
-    assert out.splitlines() == ["k0: cancelled", "nope: not cancelled (no such task)"]
+    table = redisbeat_command("--url", url, "--prefix", prefix, "pending", "ivy").stdout
+    assert all(f"k{i}" in table for i in range(3))
+    cancelled = redisbeat_command("--url", url, "--prefix", prefix, "cancel", "k0", "nope")
+    assert cancelled.returncode == 4  # one of the keys names no task
+    assert cancelled.stdout.splitlines() == ["k0: cancelled", "nope: not cancelled (no such task)"]
     out = redisbeat_command("--url", url, "--prefix", prefix, "cancel", "--owner", "ivy").stdout
     assert out.splitlines() == ["ivy: 2 cancelled"]
     store.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import doctest
 import os
 import re
+import shlex
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
@@ -14,8 +15,10 @@ from typing import Any
 import pytest
 import redis
 from celery import Celery
+from click.testing import CliRunner
 
 from redisbeat import Interval, ScheduleStore
+from redisbeat.cli import main as redisbeat_cli
 from redisbeat.schedule.from_celery import config_entries
 from redisbeat_testkit.redis_server import RedisServer
 
@@ -89,18 +92,22 @@ def test_the_quickstart_example_adds_an_entry_and_prints_its_state(
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_every_example_on_the_page_runs(page: Path, redis_server: RedisServer) -> None:
     """Python blocks run and pycon blocks are doctests, in order, in one namespace per page."""
-    assert FIRST_PAGE_DB + len(PAGES) <= 16, "one Redis database per page"
-    url = fresh_db(redis_server, FIRST_PAGE_DB + PAGES.index(page))
+    # Emptied first: pages may share a database (Redis has 16).
+    url = fresh_db(redis_server, FIRST_PAGE_DB + PAGES.index(page) % (16 - FIRST_PAGE_DB))
     quickstart = QUICKSTART.read_text(encoding="utf-8")
     namespace: dict[str, Any] = {"__name__": f"docs_{page.stem}"}
     parser = doctest.DocTestParser()
     ran = 0
     for lang, code, line in code_blocks(page):
-        if lang not in ("python", "pycon") or code == quickstart:  # the quickstart runs above
-            continue
+        if lang not in ("python", "pycon", "console") or code == quickstart:
+            continue  # the quickstart runs above
+        if lang == "console" and f"$ {CELERY_COMMAND}" not in code:
+            continue  # a shell session of other commands, shown only
         code = code.replace(EXAMPLE_URL, url)
         where = f"{page.name}:{line}"
-        if lang == "python":
+        if lang == "console":
+            run_console(code, url, where)
+        elif lang == "python":
             exec(compile(code, where, "exec"), namespace)
         else:
             test = parser.get_doctest(code, namespace, where, str(page), line - 1)
@@ -113,7 +120,27 @@ def test_every_example_on_the_page_runs(page: Path, redis_server: RedisServer) -
             if isinstance(value, Celery):
                 config_entries(value)  # a beat would accept every beat_schedule shown
         ran += 1
-    assert ran, f"{page.name} has no Python example"
+    assert ran, f"{page.name} has no example that runs"
+
+
+#: How a console example names the deployment: the tests run it on the page's database.
+CELERY_COMMAND = "celery -A proj redisbeat "
+
+
+def run_console(code: str, url: str, where: str) -> None:
+    """``$ celery -A proj redisbeat ...`` lines run in order; each must succeed and print
+    what follows it (``...`` matches anything, as in a doctest)."""
+    checker = doctest.OutputChecker()
+    steps = re.findall(r"^\$ (.+)\n((?:(?!\$ ).*\n)*)", code, re.M)
+    assert steps, f"{where}: no $ command"
+    for command, expected in steps:
+        assert command.startswith(CELERY_COMMAND), f"{where}: {command}"
+        args = shlex.split(command.removeprefix(CELERY_COMMAND))
+        result = CliRunner().invoke(redisbeat_cli, ["--url", url, *args], env={"COLUMNS": "200"})
+        assert result.exit_code == 0, f"{where}: {command}\n{result.output}"
+        assert checker.check_output(expected, result.output, doctest.ELLIPSIS), (
+            f"{where}: {command}\nexpected:\n{expected}\ngot:\n{result.output}"
+        )
 
 
 def test_the_mkdocs_nav_lists_every_page() -> None:

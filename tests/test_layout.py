@@ -19,8 +19,9 @@ ALLOWED = {
     "schedule": {"errors"},
     "store": {"errors", "urls", "config", "schedule"},
     "sending": {"errors", "schedule"},
-    "beat": {"errors", "config", "schedule", "store", "sending"},
-    "cli": {"errors", "config", "store"},
+    "signals": set(),
+    "beat": {"errors", "config", "schedule", "store", "sending", "signals"},
+    "cli": {"errors", "config", "schedule", "store"},
     "delaying": {"errors", "store"},
     "__init__": {"errors", "config", "schedule", "store", "sending", "beat", "delaying"},
 }

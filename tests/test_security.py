@@ -502,6 +502,11 @@ def test_the_documented_editor_acl_runs_every_store_api_call_and_nothing_else(
         assert [b.id for b in store.beats()] == ["host-1:4242:abc"]
         assert set(store.quarantined()) == {"broken"} and store.now_ms() > 0
         assert store.disable("a") and store.enable("a")
+        # What the command line reads besides.
+        assert {row.name for row in store.walk()} == {"a", "b", "c", "e"}
+        assert store.counts().entries == 4
+        assert set(store.definitions(["a", "x"])) == {"a"} and len(store.next_runs("a", 2)) == 2
+        assert store.beat_activity(["host-1:4242:abc"]) == {}
         store.run_now("b")
         assert store.remove("c") and store.remove("e", source="django")
         assert store.delay("proj.ping", countdown=60, key="k", owner="o") == "k"

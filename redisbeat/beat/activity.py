@@ -55,14 +55,27 @@ class Activity:
             if slot < SAMPLES:
                 self._late[slot] = late
 
-    def report(self) -> None:
-        """Log the summary line when a period has passed, and start the next period."""
+    def report(self) -> dict[str, float] | None:
+        """Log the summary line when a period has passed, start the next period, and return
+        the summary (None: the period goes on)."""
         now = time.monotonic()
         if now - self._since < self.period:
-            return
+            return None
         counts, late = self._counts, sorted(self._late)
+        summary = {
+            "seconds": round(now - self._since, 1),
+            "sent": counts["sent"],
+            "late_p50_ms": _pct(late, 0.5) if late else 0,
+            "late_p99_ms": _pct(late, 0.99) if late else 0,
+            "late_max_ms": self._max,
+            "recovered": counts["recovered"],
+            "skipped": counts["skipped"],
+            "failed": counts["failed"],
+            "handed_back": counts["release"],
+        }
         lateness = (
-            f"late p50 {_pct(late, 0.5)} ms, p99 {_pct(late, 0.99)} ms, max {self._max} ms"
+            f"late p50 {summary['late_p50_ms']} ms, p99 {summary['late_p99_ms']} ms, "
+            f"max {self._max} ms"
             if late
             else "late n/a"
         )
@@ -78,6 +91,7 @@ class Activity:
             counts["release"],
         )
         self._reset(now)
+        return summary
 
 
 def _pct(values: list[int], q: float) -> int:

@@ -25,6 +25,7 @@ from ..store.keys import bare, lane_of
 from ..store.records import Claim, ClaimBatch, Outcome
 from .activity import Activity
 from .lease import LeaseKeeper
+from .observe import Observer
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ class BatchSender:
         beat_id: str,
         leases: LeaseKeeper,
         activity: Activity,
+        observer: Observer,
     ) -> None:
         self.store = store
         self.config = config
@@ -60,6 +62,7 @@ class BatchSender:
         self.beat_id = beat_id
         self.leases = leases
         self.activity = activity
+        self.observer = observer
         self.entries = EntryCache(config.entry_cache_size)
         self._quarantined: set[str] = set()
         #: Changes published since the batch was claimed, for the claims it holds ahead.
@@ -102,6 +105,8 @@ class BatchSender:
                 continue
             outcome = self._send(entry, claim, now_ms)
             self.activity.record(outcome, now_ms - outcome.due_ms, claim.recovered)
+            if outcome.action == "sent":
+                self.observer.sent(entry, outcome, now_ms - outcome.due_ms, claim.recovered)
             outcomes.append(outcome)
 
     def _until_due(self, claim: Claim, wait_ms: int, outcomes: list[Outcome]) -> bool:
@@ -154,6 +159,14 @@ class BatchSender:
             return Outcome(claim.name, "skipped", due_ms, next_due)
         sent = Outcome(claim.name, "sent", due_ms, next_due, task_id)
         log.info("Scheduler: Sending due task %s (%s)", entry.name, entry.task)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "redisbeat: %s due %s sent as task %s by beat %s",
+                entry.name,
+                from_ms(due_ms).isoformat(),
+                task_id,
+                self.beat_id,
+            )
         try:
             self.sender.send(entry, task_id, due_ms, now_ms)
         except MessageRefused as exc:
@@ -190,6 +203,7 @@ class BatchSender:
             name not in self._quarantined
         ):
             log.error("redisbeat: entry %r is corrupt and was set aside: %s", name, exc)
+            self.observer.quarantined(name, str(exc))
         self._quarantined.add(name)
 
 

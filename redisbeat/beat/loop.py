@@ -24,6 +24,8 @@ from ..store.records import ClaimBatch, FinishResult, Outcome
 from .activity import Activity
 from .batch import BatchSender, Sender
 from .lease import LeaseKeeper
+from .metrics import Metrics
+from .observe import Observer
 from .outage import Outage
 
 log = logging.getLogger(__name__)
@@ -58,8 +60,11 @@ class Dispatcher:
         self.on_heartbeat = on_heartbeat
         self.stop_requested = False
         self.leases = LeaseKeeper(store, self.beat_id, config.lease_seconds)
-        self.activity = Activity()
-        self.batches = BatchSender(store, config, sender, self.beat_id, self.leases, self.activity)
+        self.activity = Activity(config.summary_seconds)
+        self.observer = Observer(self.beat_id, config.quarantine_after)
+        self.batches = BatchSender(
+            store, config, sender, self.beat_id, self.leases, self.activity, self.observer
+        )
         self.outage = Outage(store.describe)
         self._next_heartbeat = 0.0
         self._next_sweep = 0.0
@@ -67,7 +72,6 @@ class Dispatcher:
         #: Why this beat cannot listen for changes, while it cannot.
         self._deaf: RedisTrouble | None = None
         #: (entry, what) pairs of bad data already logged: each is said once per process.
-        self._told: set[tuple[str, str]] = set()
         #: When the next claim is needed (monotonic): by the earliest score the last claim or
         #: finish saw, or the loop interval. Until then a wake-up for the heartbeat claims
         #: nothing; a change heard on the events channel (new, edited, handed-back entries)
@@ -99,7 +103,7 @@ class Dispatcher:
         except StoreError as exc:
             return self._backoff(exc)
         self.outage.over()
-        self.activity.report()
+        self.observer.summary(self.store, self.activity)
         # A claim handed back because its entry changed while it was held is no trouble.
         changed = self.batches.changed_back
         if any(o.action == "release" and o.name not in changed for o in outcomes) and (
@@ -131,6 +135,7 @@ class Dispatcher:
             self._lost_since = min(self._lost_since or asked_ms, asked_ms)
             raise
         self._clock = (batch.now_ms, requested)
+        self.observer.claimed(len(batch.claims))
         outcomes: list[Outcome] = []
         # Registered before sending, so a failure mid-batch still finishes what was sent.
         self._unfinished = (batch.lease_until_ms, outcomes)
@@ -188,37 +193,20 @@ class Dispatcher:
             result = self.store.finish(
                 self.beat_id, lease_until, outcomes, self.config.quarantine_after
             )
-            self._report(result, outcomes)
+            self.observer.finished(result, outcomes)
         self._unfinished = None
         return result
-
-    def _report(self, result: FinishResult, outcomes: list[Outcome]) -> None:
-        """Log what finishing found: run states rewritten (once each), entries set aside."""
-        for name, what in result.garbled.items():
-            if (name, what) not in self._told:
-                self._told.add((name, what))
-                log.warning(
-                    "redisbeat: entry %r: its run state in Redis was not what redisbeat "
-                    "wrote (%s); rewritten, keeping the fields that were valid",
-                    name,
-                    what,
-                )
-        for name in result.quarantined:
-            error = next((o.error for o in outcomes if o.name == name), "")
-            log.error(
-                "redisbeat: entry %r was set aside after %d failed sends in a row (last: %s); "
-                "saving the entry again releases it",
-                name,
-                self.config.quarantine_after,
-                error,
-            )
 
     def _maybe_heartbeat(self) -> None:
         now = time.monotonic()
         if now < self._next_heartbeat:
             return
         beat = self.store.heartbeat(self.beat_id)
+        if not self.observer.serving:  # the first heartbeat: this object is a running beat
+            self.observer.serve(Metrics.maybe(self.config))
+            self.observer.started(self.store)
         self._next_heartbeat = now + self.config.heartbeat_seconds
+        self.observer.heartbeat(self.store)
         self._maybe_sweep(now)
         for name, score in beat.beyond:
             # Past any valid time (+inf, say), so never due: mended here, said once.
@@ -300,6 +288,8 @@ class Dispatcher:
 
     def _backoff(self, exc: StoreError | None) -> float:
         self._claim_by = 0.0
+        if exc is not None:
+            self.observer.redis_error(exc)
         return self.outage.delay(exc)
 
     def close(self) -> None:
@@ -312,4 +302,5 @@ class Dispatcher:
         except StoreError as exc:
             log.warning("redisbeat: could not deregister beat %s: %s", self.beat_id, exc)
         finally:
+            self.observer.stopped()
             self.store.close()

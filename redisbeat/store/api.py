@@ -25,8 +25,8 @@ from .changes import ChangeFeed
 from .delayed import DelayedCalls
 from .errors import LayoutChanged, translated
 from .keys import Keys
+from .listing import EntryListing
 from .moving import move
-from .reads import EntryReads
 from .records import SyncReport, text_or_none, wire
 from .scripts import Scripts, Upsert
 from .shards import Layout
@@ -39,7 +39,7 @@ MAX_CAS_ATTEMPTS = 10
 T = TypeVar("T")
 
 
-class ScheduleStore(BeatCalls, ChangeFeed, EntryReads, DelayedCalls):
+class ScheduleStore(BeatCalls, ChangeFeed, EntryListing, DelayedCalls):
     """Periodic entries in Redis: CRUD for people and programs, claims for beats."""
 
     @classmethod

@@ -222,6 +222,11 @@ class BeatCalls(StoreBase):
         return replace(beat, beyond=[*beat.beyond, *beyond])
 
     @translated
+    def record_activity(self, beat_id: str, summary: dict[str, Any], ttl_s: int) -> None:
+        """Keep a beat's summary of its last minute for ``status`` to show."""
+        self.client.set(self.keys.activity(beat_id), json.dumps(summary), ex=ttl_s)
+
+    @translated
     def deregister(self, beat_id: str) -> None:
         self.client.zrem(self.keys.beats, beat_id)
 

@@ -91,6 +91,11 @@ class Keys:
         """ZSET: beat instance id -> last heartbeat (ms)."""
         return self._deployment_key("beats")
 
+    def activity(self, beat_id: str) -> str:
+        """STRING: what a beat did in its last minute (sent, lateness, recovered), JSON;
+        it expires on its own once the beat stops writing it."""
+        return self._deployment_key(f"activity:{beat_id}")
+
     @property
     def quarantine(self) -> str:
         """HASH: entry name -> JSON {definition, error, at} for definitions that failed to load."""

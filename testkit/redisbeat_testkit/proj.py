@@ -22,6 +22,11 @@ app.conf.redisbeat_heartbeat_seconds = float(os.environ.get("TEST_HEARTBEAT", "1
 app.conf.redisbeat_batch_size = int(os.environ.get("TEST_BATCH", "100"))
 app.conf.beat_max_loop_interval = float(os.environ.get("TEST_MAX_INTERVAL", "60"))
 app.conf.redisbeat_shards = int(os.environ.get("TEST_SHARDS", "1"))
+if os.environ.get("TEST_METRICS_PORT"):
+    app.conf.redisbeat_metrics_port = int(os.environ["TEST_METRICS_PORT"])
+    app.conf.redisbeat_metrics_address = "127.0.0.1"
+if os.environ.get("TEST_SUMMARY"):  # seconds between two activity summaries
+    app.conf.redisbeat_summary_seconds = float(os.environ["TEST_SUMMARY"])
 if os.environ.get("TEST_SENTINEL_MASTER"):
     app.conf.redisbeat_sentinel_master = os.environ["TEST_SENTINEL_MASTER"]
 if os.environ.get("TEST_WAIT_REPLICAS"):

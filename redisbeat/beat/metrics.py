@@ -1,0 +1,108 @@
+"""Prometheus metrics of one beat, served on ``redisbeat_metrics_port`` (the ``metrics``
+extra installs prometheus-client).
+
+Labels stay few whatever the schedule's size: task name and source, never the entry, so a
+million entries make as many series as a handful. The gauges of the deployment (entries,
+due, quarantined, beats alive) are read at the beat's heartbeat, a few commands every
+``redisbeat_heartbeat_seconds``, and only while metrics are served.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..config import Config
+from ..errors import ConfigurationError
+from ..store.listing import Counts
+
+log = logging.getLogger(__name__)
+
+LATENESS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+#: An entry due for longer than this (seconds) and not claimed counts as overdue.
+OVERDUE_AFTER = 60.0
+
+
+class Metrics:
+    """The beat's metrics, in a registry of their own, and the HTTP server that serves them."""
+
+    def __init__(self, port: int, address: str = "0.0.0.0") -> None:
+        try:
+            import prometheus_client as prom
+        except ImportError:
+            raise ConfigurationError(
+                "redisbeat_metrics_port is set but prometheus-client is not installed: "
+                "pip install 'celery-redisbeat[metrics]'"
+            ) from None
+        self.registry = prom.CollectorRegistry()
+        self._define(prom)
+        try:
+            self._server, self._thread = prom.start_http_server(
+                port, addr=address, registry=self.registry
+            )
+        except OSError as exc:
+            raise ConfigurationError(
+                f"redisbeat_metrics_port: cannot serve metrics on {address}:{port}: {exc}"
+            ) from None
+        log.info("redisbeat: serving metrics on http://%s:%d/metrics", address, port)
+
+    def _define(self, prom: Any) -> None:
+        registry = self.registry
+        self.sent = prom.Counter(
+            "redisbeat_sent", "Occurrences sent.", ["task", "source"], registry=registry
+        )
+        self.lateness = prom.Histogram(
+            "redisbeat_send_lateness_seconds",
+            "From an occurrence's due time to its send, by the Redis clock.",
+            buckets=LATENESS_BUCKETS,
+            registry=registry,
+        )
+        self.batch = prom.Histogram(
+            "redisbeat_claim_batch_size",
+            "Occurrences claimed by one claim (empty claims are not counted).",
+            buckets=BATCH_BUCKETS,
+            registry=registry,
+        )
+        self.recovered = prom.Counter(
+            "redisbeat_recovered", "Occurrences re-sent after a lease ran out.", registry=registry
+        )
+        self.redis_errors = prom.Counter(
+            "redisbeat_redis_errors", "Redis calls that failed.", ["kind"], registry=registry
+        )
+        self.entries = prom.Gauge("redisbeat_entries", "Entries stored.", registry=registry)
+        self.due = prom.Gauge("redisbeat_due", "Entries due and not claimed.", registry=registry)
+        self.overdue = prom.Gauge(
+            "redisbeat_overdue",
+            f"Entries due for over {OVERDUE_AFTER:g} s and not claimed.",
+            registry=registry,
+        )
+        self.quarantined = prom.Gauge(
+            "redisbeat_quarantined", "Definitions set aside.", registry=registry
+        )
+        self.beats_alive = prom.Gauge(
+            "redisbeat_beats_alive", "Beats with a recent heartbeat.", registry=registry
+        )
+
+    @classmethod
+    def maybe(cls, config: Config) -> Metrics | None:
+        """The metrics ``config`` asks for (None: ``redisbeat_metrics_port`` is not set)."""
+        if config.metrics_port is None:
+            return None
+        return cls(config.metrics_port, config.metrics_address)
+
+    def deployment(self, counts: Counts, beats_alive: int) -> None:
+        self.entries.set(counts.entries)
+        self.due.set(counts.due)
+        self.overdue.set(counts.overdue)
+        self.quarantined.set(counts.quarantined)
+        self.beats_alive.set(beats_alive)
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+    def __repr__(self) -> str:  # pragma: no cover - for log lines
+        server: Any = self._server
+        return f"<Metrics on {server.server_address}>"

@@ -1,0 +1,143 @@
+"""Where a beat reports what it does: the signals of :mod:`redisbeat.signals`, and the
+Prometheus metrics when they are served. Nothing is done for a signal nobody listens to."""
+
+from __future__ import annotations
+
+import logging
+
+from .. import signals
+from ..schedule.clock import from_ms
+from ..schedule.entry import Entry
+from ..store import ScheduleStore
+from ..store.errors import StoreError
+from ..store.keys import bare, lane_of
+from ..store.records import FinishResult, Outcome
+from .activity import Activity
+from .metrics import OVERDUE_AFTER, Metrics
+
+log = logging.getLogger(__name__)
+
+
+def shown_name(name: str) -> str:
+    """An entry's name, or ``delayed:<key>`` for a delayed task's claim."""
+    return f"delayed:{bare(name)}" if lane_of(name) == "delayed" else name
+
+
+class Observer:
+    """One beat's reports: called by its loop, sent on to receivers and metrics."""
+
+    def __init__(
+        self, beat_id: str, quarantine_after: int = 3, metrics: Metrics | None = None
+    ) -> None:
+        self.beat_id = beat_id
+        self.quarantine_after = quarantine_after
+        self.metrics = metrics
+        #: True once the beat runs (its metrics, if any, are served).
+        self.serving = False
+        #: Garbled run states already logged (each once).
+        self._told: set[tuple[str, str]] = set()
+        #: The beats alive at the last heartbeat (None: not read yet).
+        self._alive: set[str] | None = None
+
+    def serve(self, metrics: Metrics | None) -> None:
+        """Serve metrics from now on (a beat starts them at its first heartbeat: Celery
+        makes a second scheduler to print its banner, which never runs)."""
+        self.metrics = metrics
+        self.serving = True
+
+    def started(self, store: ScheduleStore) -> None:
+        """Say where this beat runs and what it found there (best effort: a user without
+        the reads, or a Redis that stops answering, costs only the figures)."""
+        try:
+            found = f"{len(store.beats())} beat(s) alive, {len(store)} entries stored"
+        except StoreError as exc:
+            found = f"could not count beats and entries: {exc.trouble.kind}"
+        log.info("redisbeat: beat %s started on %s: %s", self.beat_id, store.describe(), found)
+
+    def sent(self, entry: Entry, outcome: Outcome, late_ms: int, recovered: bool) -> None:
+        """An occurrence went out."""
+        late = max(0, late_ms) / 1000
+        if self.metrics is not None:
+            self.metrics.sent.labels(entry.task, entry.source).inc()
+            self.metrics.lateness.observe(late)
+            if recovered:
+                self.metrics.recovered.inc()
+        if signals.entry_sent.receivers or (recovered and signals.entry_recovered.receivers):
+            about = {
+                "name": shown_name(outcome.name),
+                "task": entry.task,
+                "task_id": outcome.task_id,
+                "due": from_ms(outcome.due_ms),
+            }
+            signals.entry_sent.send_robust(self.beat_id, **about, late=late, recovered=recovered)
+            if recovered:
+                signals.entry_recovered.send_robust(self.beat_id, **about)
+
+    def claimed(self, size: int) -> None:
+        if self.metrics is not None and size:
+            self.metrics.batch.observe(size)
+
+    def quarantined(self, name: str, error: str) -> None:
+        signals.entry_quarantined.send_robust(self.beat_id, name=shown_name(name), error=error)
+
+    def finished(self, result: FinishResult, outcomes: list[Outcome]) -> None:
+        """What finishing a batch found: run states rewritten (logged once each), entries
+        set aside after too many failed sends."""
+        for name, what in result.garbled.items():
+            if (name, what) not in self._told:
+                self._told.add((name, what))
+                log.warning(
+                    "redisbeat: entry %r: its run state in Redis was not what redisbeat "
+                    "wrote (%s); rewritten, keeping the fields that were valid",
+                    name,
+                    what,
+                )
+        for name in result.quarantined:
+            error = next((o.error for o in outcomes if o.name == name), "") or ""
+            log.error(
+                "redisbeat: entry %r was set aside after %d failed sends in a row (last: %s); "
+                "saving the entry again releases it",
+                name,
+                self.quarantine_after,
+                error,
+            )
+            self.quarantined(name, f"{self.quarantine_after} failed sends in a row: {error}")
+
+    def summary(self, store: ScheduleStore, activity: Activity) -> None:
+        """The period's summary, logged and kept in Redis for ``status`` (best effort)."""
+        summary = activity.report()
+        if summary is None:
+            return
+        try:
+            store.record_activity(self.beat_id, summary, int(3 * activity.period))
+        except StoreError as exc:
+            log.debug("redisbeat: could not record this beat's activity: %s", exc)
+
+    def redis_error(self, exc: StoreError) -> None:
+        if self.metrics is not None:
+            self.metrics.redis_errors.labels(exc.trouble.kind).inc()
+
+    def heartbeat(self, store: ScheduleStore) -> None:
+        """After a heartbeat: who joined and left, and the deployment's gauges, where
+        anyone listens or metrics are served."""
+        listening = signals.beat_joined.receivers or signals.beat_left.receivers
+        if not listening and self.metrics is None:
+            return
+        beats = store.beats()
+        alive = {beat.id for beat in beats}
+        if listening:
+            known = self._alive or set()
+            for beat in beats:
+                if beat.id not in known:
+                    signals.beat_joined.send_robust(self.beat_id, beat=beat)
+            for gone in sorted(known - alive):
+                signals.beat_left.send_robust(self.beat_id, beat_id=gone)
+        self._alive = alive
+        if self.metrics is not None:
+            self.metrics.deployment(store.counts(OVERDUE_AFTER), len(alive))
+
+    def stopped(self) -> None:
+        """This beat deregistered."""
+        signals.beat_left.send_robust(self.beat_id, beat_id=self.beat_id)
+        if self.metrics is not None:
+            self.metrics.close()

@@ -1,0 +1,81 @@
+"""``celery -A proj redisbeat <command>``: see and steer a running deployment.
+
+Registered as a Celery subcommand (the ``celery.commands`` entry point), so ``-A proj``, the
+app's settings and ``--help`` work as for ``celery beat``. The same commands also run as
+``redisbeat -A proj <command>`` or ``redisbeat --url redis://... <command>``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from celery.app.utils import find_app
+
+from ..config import Config
+from . import delayed, deployment, entries, transfer
+from .context import USAGE, Failed, Tool
+
+__all__ = ["celery_command", "main"]
+
+COMMANDS = [
+    *entries.COMMANDS,
+    *deployment.COMMANDS,
+    *transfer.COMMANDS,
+    *delayed.COMMANDS,
+]
+#: A one-off command gives up on an unresponsive Redis after this many seconds.
+TIMEOUTS = {"socket_timeout": 10.0, "socket_connect_timeout": 5.0}
+
+
+@click.group(name="redisbeat")
+@click.pass_context
+def celery_command(ctx: click.Context) -> None:
+    """Operate redisbeat: its entries, beats and delayed tasks, in the app's Redis."""
+    app: Any = ctx.obj.app  # Celery's CLIContext
+
+    def config() -> Config:
+        return Config.from_app(app)
+
+    _open(ctx, config)
+
+
+@click.group()
+@click.option(
+    "-A",
+    "--app",
+    metavar="MODULE",
+    help="The Celery app whose settings name the deployment (as for celery -A).",
+)
+@click.option("--url", help="The deployment's redisbeat_redis_url, when no app is given.")
+@click.option(
+    "--prefix", default="redisbeat", show_default=True, help="redisbeat_key_prefix, with --url."
+)
+@click.pass_context
+def main(ctx: click.Context, app: str | None, url: str | None, prefix: str) -> None:
+    """Operate a redisbeat deployment: its schedules live in Redis, named by the app's
+    settings or by --url and --prefix."""
+    if (app is None) == (url is None):
+        raise click.UsageError("name the deployment with -A/--app or with --url")
+
+    def config() -> Config:
+        if app is not None:
+            try:
+                found = find_app(app)
+            except Exception as exc:  # what importing the user's module raised
+                raise Failed(f"cannot load the Celery app {app!r}: {exc}", USAGE) from None
+            return Config.from_app(found)
+        return Config(redis_url=url or "", key_prefix=prefix, redis_options=dict(TIMEOUTS))
+
+    _open(ctx, config)
+
+
+def _open(ctx: click.Context, config: Any) -> None:
+    tool = Tool(config)
+    ctx.obj = tool
+    ctx.call_on_close(tool.close)
+
+
+for _command in COMMANDS:
+    celery_command.add_command(_command)
+    main.add_command(_command)

@@ -1,0 +1,148 @@
+"""What every command shares: the store it opens once, how it prints (rich tables for people,
+JSON for scripts) and how an error ends it (one line, and an exit code scripts can test).
+
+Exit codes:
+
+====  ==========================================================================
+0     done
+1     refused: bad input (the message names the entry and the field), a conflict
+2     usage: an unknown command or option, a missing argument
+3     Redis: unreachable, or it answered with an error
+4     not found: no entry, quarantined definition or delayed task of that name
+5     unhealthy: ``status`` found no beat alive
+====  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, is_dataclass
+from datetime import datetime
+from typing import Any, ParamSpec, TypeVar
+from zoneinfo import ZoneInfo
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ..config import Config
+from ..errors import EntryNotFound, OwnershipError, RedisBeatError
+from ..store import ScheduleStore
+from ..store.errors import StoreError, StoreUnavailable
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+OK, REFUSED, USAGE, REDIS, NOT_FOUND, UNHEALTHY = 0, 1, 2, 3, 4, 5
+
+
+class Failed(click.ClickException):
+    """A one-line error with the exit code that says what kind."""
+
+    def __init__(self, message: str, exit_code: int = REFUSED) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code  # type: ignore[misc]  # click's default, per instance
+
+
+class Tool:
+    """The ``ctx.obj`` of every command: opens the deployment's store at first use."""
+
+    def __init__(self, config: Callable[[], Config]) -> None:
+        self._config = config
+        self._store: ScheduleStore | None = None
+        self.out = Console(highlight=False, soft_wrap=False)
+        self.err = Console(stderr=True, highlight=False)
+
+    @property
+    def store(self) -> ScheduleStore:
+        if self._store is None:
+            self._store = ScheduleStore.from_config(self._config())
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+    def when(self, at: datetime | None) -> str:
+        """A time in the app's zone, for a line of output ("none": no time)."""
+        return cell_text(at.astimezone(ZoneInfo(self.store.timezone))) if at else "none"
+
+    def say(self, text: str) -> None:
+        self.out.print(text, markup=False)
+
+    def table(self, columns: Iterable[str], rows: Iterable[Iterable[Any]], title: str = "") -> None:
+        table = Table(*columns, title=title or None, title_justify="left")
+        for column in table.columns:
+            column.overflow = "fold"
+        for row in rows:
+            table.add_row(*(cell_text(c) for c in row))
+        self.out.print(table)
+
+    def json(self, value: Any) -> None:
+        click.echo(dumps(value))
+
+
+def guarded(command: Callable[P, R]) -> Callable[P, R]:
+    """Every error a command meets as one line on stderr and its exit code, no traceback."""
+
+    @functools.wraps(command)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except StoreUnavailable as exc:
+            raise Failed(f"cannot reach Redis: {exc}", REDIS) from None
+        except StoreError as exc:
+            raise Failed(f"Redis answered with an error: {exc}", REDIS) from None
+        except EntryNotFound as exc:
+            raise Failed(str(exc), NOT_FOUND) from None
+        except OwnershipError as exc:
+            raise Failed(
+                f"entry {exc.name!r} is owned by source {exc.owner!r}: --force takes it over"
+            ) from None
+        except RedisBeatError as exc:
+            raise Failed(str(exc), REFUSED) from None
+
+    return run
+
+
+def tool(ctx: click.Context) -> Tool:
+    found = ctx.find_object(Tool)
+    if found is None:  # pragma: no cover - the groups always set one
+        raise click.UsageError("no deployment named")
+    return found
+
+
+pass_tool = click.make_pass_decorator(Tool)
+
+json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON (for scripts) instead of a table."
+)
+
+
+def plain(value: Any) -> Any:
+    """A value as JSON holds it: records as objects, times in ISO 8601."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {k: plain(v) for k, v in asdict(value).items()}
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [plain(v) for v in value]
+    return value
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(plain(value), ensure_ascii=False, default=str)
+
+
+def cell_text(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S %Z").strip()
+    return str(value)

@@ -1,0 +1,176 @@
+"""Changing entries: ``add``, ``remove``, ``enable``, ``disable`` and ``run``.
+
+``add`` builds the entry's document from its options and reads it as ``import`` does, so it
+is checked exactly as the API checks it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import click
+
+from ..schedule.documents import entry_from_document
+from .context import NOT_FOUND, Failed, Tool, guarded, pass_tool
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)?")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800, None: 1}
+
+
+def seconds(text: str) -> float:
+    """``90``, ``90s``, ``1.5m``, ``1h30m``, ``2d``: a duration in seconds."""
+    parts = list(_DURATION.finditer(text.strip()))
+    if not parts or "".join(p[0] for p in parts) != text.strip():
+        raise click.BadParameter(f"{text!r} is not a duration such as 30s, 5m, 1h30m or 2d")
+    return sum(float(p[1]) * _UNIT_SECONDS[p[2]] for p in parts)
+
+
+def _json_value(name: str, field: str, text: str | None, default: Any) -> Any:
+    if text is None:
+        return default
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise Failed(f"entry {name!r}: field {field!r}: is not JSON: {exc}") from None
+
+
+@click.command()
+@click.argument("name")
+@click.argument("task")
+@click.option("--every", metavar="DURATION", help="An interval: 30s, 5m, 1h30m, 2d.")
+@click.option("--crontab", metavar="'M H DOM MON DOW'", help="Celery crontab fields.")
+@click.option("--cron", metavar="EXPR", help="A cron string (day of month OR day of week).")
+@click.option("--at", metavar="ISO-TIME", help="Once, at this time (with its UTC offset).")
+@click.option("--tz", metavar="ZONE", help="The zone of --crontab or --cron (default: the app's).")
+@click.option("--args", metavar="JSON", help="Positional arguments, a JSON list.")
+@click.option("--kwargs", metavar="JSON", help="Keyword arguments, a JSON object.")
+@click.option("--options", metavar="JSON", help="apply_async options, a JSON object.")
+@click.option("--queue", help="The queue to send to (an option).")
+@click.option("--start-at", metavar="ISO-TIME", help="The first occurrence (anchors --every).")
+@click.option("--end-at", metavar="ISO-TIME", help="No occurrence after this time.")
+@click.option("--catch-up", type=click.Choice(["once", "skip"]), default="once", show_default=True)
+@click.option("--grace", metavar="DURATION", help="The most an occurrence may be late.")
+@click.option("--one-off", is_flag=True, help="Run once, at the first occurrence.")
+@click.option("--disabled", is_flag=True, help="Store it disabled.")
+@click.option("--description", default="")
+@click.option("--replace", is_flag=True, help="Replace an entry of that name.")
+@click.option("--force", is_flag=True, help="Take over an entry another source owns.")
+@pass_tool
+@guarded
+def add(tool: Tool, /, name: str, task: str, **options: Any) -> None:
+    """Add entry NAME that sends TASK on one schedule (--every, --crontab, --cron or --at)."""
+    document = _document(name, task, options)
+    entry = entry_from_document(document, name)
+    store = tool.store
+    if not options["replace"] and name in store:
+        raise Failed(f"entry {name!r} exists: pass --replace to change it")
+    changed = store.upsert(entry, force=options["force"])
+    state = store.state(name)
+    what = "stored" if changed else "unchanged"
+    tool.say(f"{name}: {what}; next run {tool.when(state.next_run_at)}")
+
+
+def _document(name: str, task: str, options: dict[str, Any]) -> dict[str, Any]:
+    kinds = [k for k in ("every", "crontab", "cron", "at") if options[k] is not None]
+    if len(kinds) != 1:
+        raise click.UsageError("give one schedule: --every, --crontab, --cron or --at")
+    schedule = _schedule(name, kinds[0], options[kinds[0]], options["tz"])
+    extra = _json_value(name, "options", options["options"], {})
+    if options["queue"] and isinstance(extra, dict):
+        extra["queue"] = options["queue"]
+    document: dict[str, Any] = {
+        "name": name,
+        "task": task,
+        "schedule": schedule,
+        "args": _json_value(name, "args", options["args"], []),
+        "kwargs": _json_value(name, "kwargs", options["kwargs"], {}),
+        "options": extra,
+        "enabled": not options["disabled"],
+        "start_at": options["start_at"],
+        "end_at": options["end_at"],
+        "one_off": options["one_off"],
+        "catch_up": options["catch_up"],
+        "grace": seconds(options["grace"]) if options["grace"] else None,
+        "description": options["description"],
+    }
+    return document
+
+
+def _schedule(name: str, kind: str, value: str, tz: str | None) -> dict[str, Any]:
+    if kind == "every":
+        if tz:
+            raise click.UsageError("--tz goes with --crontab or --cron")
+        return {"kind": "interval", "every": seconds(value)}
+    if kind == "at":
+        return {"kind": "clocked", "at": value}
+    if kind == "cron":
+        return {"kind": "cron", "expr": value, "tz": tz}
+    fields = value.split()
+    if len(fields) != 5:
+        raise Failed(
+            f"entry {name!r}: field 'schedule': --crontab takes five fields "
+            f"(minute hour day-of-month month day-of-week), got {value!r}"
+        )
+    minute, hour, dom, month, dow = fields
+    return {
+        "kind": "crontab",
+        "minute": minute,
+        "hour": hour,
+        "day_of_month": dom,
+        "month_of_year": month,
+        "day_of_week": dow,
+        "tz": tz,
+    }
+
+
+@click.command()
+@click.argument("names", nargs=-1, required=True)
+@pass_tool
+@guarded
+def remove(tool: Tool, names: tuple[str, ...]) -> None:
+    """Remove entries (with their state, claims and any quarantined copy)."""
+    missing = [name for name in names if not tool.store.remove(name)]
+    for name in names:
+        tool.say(f"{name}: {'not found' if name in missing else 'removed'}")
+    if missing:
+        raise Failed(f"no entry named {', '.join(map(repr, missing))}", NOT_FOUND)
+
+
+@click.command()
+@click.argument("names", nargs=-1, required=True)
+@pass_tool
+@guarded
+def enable(tool: Tool, names: tuple[str, ...]) -> None:
+    """Enable entries: each is due again at its next occurrence."""
+    for name in names:
+        tool.store.enable(name)
+        tool.say(f"{name}: enabled; next run {tool.when(tool.store.state(name).next_run_at)}")
+
+
+@click.command()
+@click.argument("names", nargs=-1, required=True)
+@pass_tool
+@guarded
+def disable(tool: Tool, names: tuple[str, ...]) -> None:
+    """Disable entries: kept, not sent until enabled."""
+    for name in names:
+        tool.store.disable(name)
+        tool.say(f"{name}: disabled")
+
+
+@click.command(name="run")
+@click.argument("names", nargs=-1, required=True)
+@pass_tool
+@guarded
+def run_now(tool: Tool, names: tuple[str, ...]) -> None:
+    """Make entries due now (a beat sends each once; the schedule then goes on)."""
+    for name in names:
+        if name not in tool.store:
+            raise Failed(f"no entry named {name!r}", NOT_FOUND)
+        tool.store.run_now(name)
+        tool.say(f"{name}: due now")
+
+
+COMMANDS = [add, remove, enable, disable, run_now]

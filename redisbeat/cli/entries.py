@@ -1,0 +1,200 @@
+"""Reading entries: ``list`` (sorted by next run, a page at a time) and ``show``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from fnmatch import fnmatchcase
+from itertools import islice
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import click
+
+from ..schedule.words import describe
+from ..store.listing import Listed
+from ..store.records import EntryState
+from .context import Tool, dumps, guarded, json_option, pass_tool
+from .editing import COMMANDS as EDITING
+
+#: Rows per table when a long list is printed: a table is drawn once it is complete.
+TABLE_ROWS = 1000
+
+
+@click.command(name="list")
+@click.option("--enabled/--disabled", default=None, help="Only enabled, or only disabled, entries.")
+@click.option("--source", help="Only entries of this source (config, django, api, ...).")
+@click.option("--task", metavar="GLOB", help="Only entries whose task matches (fnmatch).")
+@click.option("--name", metavar="GLOB", help="Only entries whose name matches (fnmatch).")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=0),
+    default=50,
+    show_default=True,
+    help="Entries to print (0: all of them, read a page at a time).",
+)
+@click.option("--after", metavar="CURSOR", help="Go on after the row a previous list ended at.")
+@json_option
+@pass_tool
+@guarded
+def list_entries(
+    tool: Tool,
+    enabled: bool | None,
+    source: str | None,
+    task: str | None,
+    name: str | None,
+    limit: int,
+    after: str | None,
+    as_json: bool,
+) -> None:
+    """Entries sorted by next run (then those with none), with their live state.
+
+    A list that stops at --limit ends with the cursor to go on from (--after).
+    """
+    if after is None and enabled is False:
+        after = "u:0:0:"  # a disabled entry has no next run: skip the schedule
+    try:
+        walk = tool.store.walk(after)
+        rows: Iterator[Listed] = (row for row in walk if _matches(row, enabled, source, task, name))
+        taken = islice(rows, limit + 1) if limit else rows
+        if as_json:
+            _print_json(tool, taken, limit)
+        else:
+            _print_tables(tool, taken, limit)
+    except ValueError as exc:  # a cursor this walk did not write
+        raise click.BadParameter(str(exc), param_hint="--after") from None
+
+
+def _matches(
+    row: Listed, enabled: bool | None, source: str | None, task: str | None, name: str | None
+) -> bool:
+    entry = row.entry
+    if name is not None and not fnmatchcase(row.name, name):
+        return False
+    if entry is None:  # a definition that does not load shows whatever else is asked
+        return enabled is None and source is None and task is None
+    return (
+        (enabled is None or entry.enabled == enabled)
+        and (source is None or entry.source == source)
+        and (task is None or fnmatchcase(entry.task, task))
+    )
+
+
+def _print_json(tool: Tool, rows: Iterator[Listed], limit: int) -> None:
+    click.echo('{"entries": [', nl=False)
+    last: Listed | None = None
+    for count, row in enumerate(rows):
+        if limit and count == limit:
+            click.echo(f'], "next": {dumps(last.cursor if last else None)}}}')
+            return
+        click.echo(("," if count else "") + "\n" + dumps(_row_json(row)), nl=False)
+        last = row
+    click.echo('\n], "next": null}')
+
+
+def _row_json(row: Listed) -> dict[str, Any]:
+    return {
+        "name": row.name,
+        "entry": row.entry.to_json() if row.entry else None,
+        "state": row.state,
+        "problem": row.problem,
+        "cursor": row.cursor,
+    }
+
+
+def _print_tables(tool: Tool, rows: Iterator[Listed], limit: int) -> None:
+    zone = ZoneInfo(tool.store.timezone)
+    columns = ("name", "next run", "schedule", "task", "enabled", "source", "last run", "state")
+    chunk: list[Listed] = []
+    last: Listed | None = None
+    count, more = 0, False
+    for row in rows:
+        if limit and count == limit:
+            more = True
+            break
+        chunk.append(row)
+        count += 1
+        if len(chunk) == TABLE_ROWS:
+            tool.table(columns, (_cells(r, zone, tool) for r in chunk))
+            last, chunk = chunk[-1], []
+    if chunk or not count:
+        tool.table(columns, (_cells(r, zone, tool) for r in chunk))
+        last = chunk[-1] if chunk else None
+    if more and last is not None:
+        tool.say(f"More entries follow: --after '{last.cursor}'")
+
+
+def _cells(row: Listed, zone: ZoneInfo, tool: Tool) -> list[Any]:
+    entry, state = row.entry, row.state
+    schedule = describe(entry.schedule, tool.store.timezone) if entry else "—"
+    return [
+        row.name,
+        _local(state.next_run_at, zone),
+        schedule,
+        entry.task if entry else None,
+        entry.enabled if entry else None,
+        entry.source if entry else None,
+        _local(state.last_run_at, zone),
+        row.problem or condition(state),
+    ]
+
+
+def condition(state: EntryState) -> str:
+    """What an operator should know about an entry's runs, in a few words."""
+    if state.quarantined:
+        return f"quarantined: {state.quarantined.error}"
+    if state.problem:
+        return state.problem
+    words = ["sending"] if state.running else []
+    if state.failures:
+        words.append(f"{state.failures} failed send(s): {state.last_error}")
+    return "; ".join(words) or "ok"
+
+
+def _local(value: datetime | None, zone: ZoneInfo) -> datetime | None:
+    return value.astimezone(zone) if value else None
+
+
+@click.command()
+@click.argument("name")
+@click.option("--runs", type=click.IntRange(0, 100), default=5, show_default=True)
+@json_option
+@pass_tool
+@guarded
+def show(tool: Tool, name: str, runs: int, as_json: bool) -> None:
+    """An entry's definition, live state and next run times (in the entry's zone)."""
+    store = tool.store
+    entry = store.get(name)
+    state = store.state(name)
+    zone = ZoneInfo(store.zone_of(entry))
+    upcoming = [due.astimezone(zone) for due in store.next_runs(name, runs)]
+    words = describe(entry.schedule, store.timezone)
+    if as_json:
+        tool.json(
+            {"entry": entry.to_json(), "state": state, "schedule": words, "next_runs": upcoming}
+        )
+        return
+    rows: list[tuple[str, Any]] = [
+        ("task", entry.task),
+        ("schedule", words),
+        ("enabled", entry.enabled),
+        ("source", entry.source),
+        ("args", dumps(entry.args)),
+        ("kwargs", dumps(entry.kwargs)),
+        ("options", dumps(entry.options)),
+        ("start at / end at", f"{entry.start_at or '—'} / {entry.end_at or '—'}"),
+        ("catch up", f"{entry.catch_up} (grace: {entry.grace or 'default'})"),
+        ("description", entry.description or None),
+        ("next run", _local(state.next_run_at, zone)),
+        ("last run", _local(state.last_run_at, zone)),
+        ("last sent", _local(state.last_sent_at, zone)),
+        ("runs", state.total_run_count),
+        ("last task id", state.last_task_id),
+        ("last beat", state.last_beat),
+        ("state", condition(state)),
+    ]
+    tool.table(("field", "value"), rows, title=f"entry {name}")
+    tool.table(("next runs",), ([due] for due in upcoming), title=f"in {zone.key}")
+
+
+COMMANDS = [list_entries, show, *EDITING]

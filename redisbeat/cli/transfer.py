@@ -1,0 +1,168 @@
+"""``export`` and ``import``: entries to and from a JSON or YAML file.
+
+A file is a list of entry documents (see :mod:`redisbeat.schedule.documents`). Export
+streams, so a million entries never sit in memory at once; import reads the whole file,
+checks every entry (and who owns what it would replace) before it writes anything, and
+writes only what differs, so importing the same file twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from itertools import islice
+from pathlib import Path
+from typing import IO, Any
+
+import click
+from rich.progress import Progress
+
+from ..errors import CorruptEntry, InvalidEntry
+from ..schedule.documents import entry_from_document
+from ..schedule.entry import Entry
+from .context import Failed, Tool, guarded, json_option, pass_tool
+
+#: Entries read from Redis, or written to it, at a time.
+CHUNK = 1000
+FORMATS = ("json", "yaml")
+
+
+def _format(path: str, given: str | None) -> str:
+    if given:
+        return given
+    return "yaml" if Path(path).suffix.lower() in (".yaml", ".yml") else "json"
+
+
+def _yaml() -> Any:
+    try:
+        import yaml  # an optional dependency: the "yaml" extra
+    except ImportError:
+        raise Failed("YAML needs PyYAML: pip install 'celery-redisbeat[yaml]'") from None
+    return yaml
+
+
+@click.command(name="export")
+@click.argument("path", metavar="FILE", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--format", "fmt", type=click.Choice(FORMATS), help="Default: from FILE's suffix.")
+@click.option("--source", help="Only the entries of this source.")
+@pass_tool
+@guarded
+def export(tool: Tool, path: str, fmt: str | None, source: str | None) -> None:
+    """Write every entry's definition to FILE ('-': standard output)."""
+    fmt = _format(path, fmt)
+    store = tool.store
+    entries = (e for e in store if source is None or e.source == source)
+    with click.open_file(path, "w", encoding="utf-8") as out, _progress(tool, path) as bar:
+        task = bar.add_task("exporting", total=len(store))
+        written = _write(out, fmt, entries, lambda: bar.advance(task))
+    tool.err.print(f"exported {written} entries to {path}")
+
+
+def _write(out: IO[str], fmt: str, entries: Iterator[Entry], tick: Any) -> int:
+    yaml = _yaml() if fmt == "yaml" else None
+    count = 0
+    out.write("" if yaml else "[")
+    for entry in entries:
+        document = entry.to_json()
+        if yaml:
+            out.write(yaml.safe_dump([document], sort_keys=False, allow_unicode=True))
+        else:
+            out.write(("," if count else "") + "\n" + json.dumps(document, ensure_ascii=False))
+        count += 1
+        tick()
+    out.write("" if yaml else "\n]\n")
+    if yaml and not count:
+        out.write("[]\n")
+    return count
+
+
+def _progress(tool: Tool, path: str) -> Progress:
+    """A bar on stderr, shown where a person watches (not when stderr is a pipe)."""
+    return Progress(console=tool.err, transient=True, disable=not tool.err.is_terminal)
+
+
+@click.command(name="import")
+@click.argument("path", metavar="FILE", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--format", "fmt", type=click.Choice(FORMATS), help="Default: from FILE's suffix.")
+@click.option("--dry-run", is_flag=True, help="Check everything and print what would change.")
+@click.option("--force", is_flag=True, help="Take over entries another source owns.")
+@json_option
+@pass_tool
+@guarded
+def import_(
+    tool: Tool, path: str, fmt: str | None, dry_run: bool, force: bool, as_json: bool
+) -> None:
+    """Add or update the entries FILE holds; nothing is written unless all of them are valid."""
+    entries = _read(path, _format(path, fmt))
+    changes = _plan(tool, entries, force)
+    changed = [name for name, what in changes.items() if what != "unchanged"]
+    if not dry_run and changed:
+        by_name = {e.name: e for e in entries}
+        with _progress(tool, path) as bar:
+            task = bar.add_task("importing", total=len(changed))
+            for start in range(0, len(changed), CHUNK):
+                chunk = [by_name[n] for n in changed[start : start + CHUNK]]
+                tool.store.upsert_many(chunk, force=force)
+                bar.advance(task, len(chunk))
+    summary = {what: sum(1 for w in changes.values() if w == what) for what in _ACTIONS}
+    if as_json:
+        tool.json({"dry_run": dry_run, "summary": summary, "changes": changes})
+        return
+    if dry_run:
+        tool.table(("name", "would be"), ([n, changes[n]] for n in changed))
+    verb = "would be" if dry_run else "were"
+    tool.say(", ".join(f"{count} {verb} {what}" for what, count in summary.items()))
+
+
+_ACTIONS = ("added", "updated", "unchanged")
+
+
+def _read(path: str, fmt: str) -> list[Entry]:
+    """Every entry of the file, or the first error found (naming the entry and field)."""
+    with click.open_file(path, encoding="utf-8") as source:
+        try:
+            data = _yaml().safe_load(source) if fmt == "yaml" else json.load(source)
+        except Exception as exc:  # json's and yaml's own parse errors
+            raise Failed(f"{path}: not valid {fmt.upper()}: {exc}") from None
+    if not isinstance(data, list):
+        raise Failed(f"{path}: expected a list of entries, got {type(data).__name__}")
+    entries: list[Entry] = []
+    seen: set[str] = set()
+    for position, document in enumerate(data, 1):
+        entry = entry_from_document(document, f"entry {position} of {path}")
+        if entry.name in seen:
+            raise InvalidEntry(entry.name, "name", f"appears twice in {path}")
+        seen.add(entry.name)
+        entries.append(entry)
+    return entries
+
+
+def _plan(tool: Tool, entries: list[Entry], force: bool) -> dict[str, str]:
+    """What importing each entry would do; an entry another source owns is refused."""
+    store, changes = tool.store, {}
+    it = iter(entries)
+    while chunk := list(islice(it, CHUNK)):
+        stored = store.definitions([e.name for e in chunk])
+        for entry in chunk:
+            raw = stored.get(entry.name)
+            if raw is None:
+                changes[entry.name] = "added"
+                continue
+            new = entry.with_default_tz(store.timezone)
+            if raw == new.dumps():
+                changes[entry.name] = "unchanged"
+                continue
+            try:
+                owner = Entry.loads(raw, entry.name).source
+            except CorruptEntry:
+                owner = entry.source  # a stored definition that does not load is replaced
+            if owner != entry.source and not force:
+                raise Failed(
+                    f"entry {entry.name!r}: field 'source': the stored entry belongs to "
+                    f"{owner!r}, the file says {entry.source!r} (--force takes it over)"
+                )
+            changes[entry.name] = "updated"
+    return changes
+
+
+COMMANDS = [export, import_]

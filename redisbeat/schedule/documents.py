@@ -1,0 +1,71 @@
+"""Entries written by people: the JSON (or YAML) documents that ``import`` reads and ``export``
+writes, and what ``add`` builds from its options.
+
+A document is an entry's stored JSON form, less what has a default: a schedule names its
+``kind`` and the fields without one. It is read strictly (an unknown field is an error, where
+a stored definition ignores it for rolling upgrades), and checked exactly as the API checks,
+by the same constructor: every error names the entry and the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from ..errors import CorruptEntry, InvalidEntry
+from .entry import Entry
+from .kinds import Clocked, Cron, Crontab, Interval, Solar
+
+__all__ = ["entry_from_document"]
+
+_KINDS: dict[str, type] = {
+    "interval": Interval,
+    "crontab": Crontab,
+    "cron": Cron,
+    "clocked": Clocked,
+    "solar": Solar,
+}
+_FIELDS = frozenset(f.name for f in dataclasses.fields(Entry))
+
+
+def entry_from_document(data: Any, where: str) -> Entry:
+    """The entry a document describes; ``where`` names it while its name is unknown
+    (``entry 3 of entries.yaml``)."""
+    if not isinstance(data, dict):
+        raise InvalidEntry(where, "entry", f"must be a mapping, got {type(data).__name__}")
+    name = data.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidEntry(where, "name", "is missing or not a non-empty string")
+    for key in data:
+        if key not in _FIELDS:
+            raise InvalidEntry(name, str(key), f"unknown field; expected one of {sorted(_FIELDS)}")
+    document = {**data, "schedule": _with_defaults(name, data.get("schedule"))}
+    try:
+        text = json.dumps(document, default=_refuse, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidEntry(name, "definition", f"is not JSON: {exc}") from None
+    try:
+        return Entry.loads(text, name)
+    except CorruptEntry as exc:  # a person's input, not a stored definition gone bad
+        raise InvalidEntry(exc.name, exc.field, exc.message) from None
+
+
+def _with_defaults(name: str, schedule: Any) -> Any:
+    """The schedule with the fields its kind gives a default (an interval's ``relative``,
+    a crontab's ``*``, a zone) filled in where the document leaves them out."""
+    if not isinstance(schedule, dict):
+        if schedule is None:
+            raise InvalidEntry(name, "schedule", "is missing")
+        return schedule
+    kind = _KINDS.get(schedule.get("kind"))  # type: ignore[arg-type]
+    if kind is None:
+        return schedule  # the loader names the kind that is wrong
+    defaults = {
+        f.name: f.default for f in dataclasses.fields(kind) if f.default is not dataclasses.MISSING
+    }
+    return {**defaults, **schedule}
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not a JSON type")

@@ -1,0 +1,219 @@
+"""Walking every entry in order of its next run, a page at a time, and counting what an
+operator asks about first: what the ``list`` and ``status`` commands read.
+
+A million entries are walked without holding them: each shard's schedule is read in pages
+and merged, then the entries with no next run (disabled, finished) follow, shard by shard.
+Every row carries a cursor; a walk given that cursor goes on after the row.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, cast
+
+from ..errors import CorruptEntry
+from ..schedule.clock import from_ms, to_ms
+from ..schedule.entry import Entry
+from .errors import translated
+from .keys import Keys
+from .reads import EntryReads
+from .records import EntryState, text, wire
+
+#: How many entries one read of a walk asks for.
+PAGE = 1000
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One entry of a walk: its definition (None when it does not load: ``problem`` says
+    why), its run state, and the cursor that goes on after it."""
+
+    name: str
+    entry: Entry | None
+    state: EntryState
+    cursor: str
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
+class Counts:
+    """The deployment at a glance."""
+
+    entries: int
+    #: Entries with a next run (enabled, not finished).
+    scheduled: int
+    #: Due now and not claimed by a beat.
+    due: int
+    #: Due for longer than the threshold asked for.
+    overdue: int
+    #: Occurrences a beat has claimed and not yet finished.
+    inflight: int
+    quarantined: int
+    now_ms: int
+
+
+class EntryListing(EntryReads):
+    """The walk and the counts."""
+
+    @translated
+    def walk(self, after: str | None = None, *, page: int = PAGE) -> Iterator[Listed]:
+        """Every entry: those with a next run first, soonest first, then the others."""
+        kind, _, rest = (after or "s:").partition(":")
+        if kind not in ("s", "u"):
+            raise ValueError(f"not a cursor of this walk: {after!r}")
+        if kind == "s":
+            yield from self._loaded(self._scheduled(rest, page), page)
+            rest = "0:0:"
+        yield from self._loaded(self._unscheduled(rest, page), page)
+
+    def _scheduled(self, after: str, page: int) -> Iterator[tuple[str, str]]:
+        score, _, name = after.partition(":")
+        start = (float(score), name) if score else None
+        runs = [self._shard_schedule(s.keys, start, page) for s in self.all_shards()]
+        for due, member in heapq.merge(*runs):
+            yield member, f"s:{due!r}:{member}"
+
+    def _shard_schedule(
+        self, keys: Keys, start: tuple[float, str] | None, page: int
+    ) -> Iterator[tuple[float, str]]:
+        """One shard's schedule from ``start`` on, in (due, name) order: Redis orders the
+        members of one score by name, so a page goes on from the last (due, name) read."""
+        low, offset = (start[0] if start else "-inf"), 0
+        while True:
+            rows = cast(
+                "list[tuple[Any, Any]]",  # redis-py types this loosely
+                self.client.zrangebyscore(
+                    keys.schedule, low, "+inf", start=offset, num=page, withscores=True
+                ),
+            )
+            for member, due in rows:
+                row = (float(due), text(member))
+                if start is None or row > start:
+                    yield row
+            if len(rows) < page:
+                return
+            last = (float(rows[-1][1]), text(rows[-1][0]))
+            if start is not None and last[0] == start[0]:
+                offset += page  # a whole page of one due time: page on within it
+            else:
+                start, low, offset = last, last[0], 0
+
+    def _unscheduled(self, after: str, page: int) -> Iterator[tuple[str, str]]:
+        """Entries with no next run, shard by shard, in HSCAN order: a cursor names the
+        shard, the scan cursor of the page and the last name taken from it."""
+        first, scan, last = after.split(":", 2)
+        shards = self.all_shards()
+        for index in range(int(first), len(shards)):
+            keys, cursor = shards[index].keys, int(scan) if index == int(first) else 0
+            skip = last if index == int(first) else ""
+            while True:
+                following, rows = self.client.hscan(keys.entries, cursor, count=page)
+                names = [text(n) for n in rows]
+                if skip in names:
+                    names = names[names.index(skip) + 1 :]
+                skip = ""
+                members: list[Any] = [wire(n) for n in names]  # bytes are members too
+                scores = self.client.zmscore(keys.schedule, members) if names else []
+                for name, score in zip(names, scores, strict=True):
+                    if score is None:
+                        yield name, f"u:{index}:{cursor}:{name}"
+                cursor = following
+                if cursor == 0:
+                    break
+
+    def _loaded(self, rows: Iterator[tuple[str, str]], page: int) -> Iterator[Listed]:
+        """Rows with their definitions and states, read a page at a time."""
+        batch: list[tuple[str, str]] = []
+        for row in rows:
+            batch.append(row)
+            if len(batch) == page:
+                yield from self._load(batch)
+                batch = []
+        yield from self._load(batch)
+
+    def _load(self, batch: list[tuple[str, str]]) -> list[Listed]:
+        if not batch:
+            return []
+        names = [name for name, _ in batch]
+        raws = self.definitions(names)
+        listed = []
+        for (name, cursor), state in zip(batch, self.states(names), strict=True):
+            entry, problem = None, None
+            raw = raws.get(name)
+            if raw is None:
+                problem = "no definition stored (set aside, or removed meanwhile)"
+            else:
+                try:
+                    entry = Entry.loads(raw, name)
+                except CorruptEntry as exc:
+                    problem = str(exc)
+            listed.append(Listed(name, entry, state, cursor, problem))
+        return listed
+
+    @translated
+    def definitions(self, names: list[str]) -> dict[str, str]:
+        """The stored definitions of those names that have one, in one round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        located = self.located(names)
+        for name in names:
+            pipe.hget(self.shard_scripts[located[name]].keys.entries, wire(name))
+        return {n: raw for n, raw in zip(names, pipe.execute(), strict=True) if raw is not None}
+
+    @translated
+    def counts(self, overdue_after: float = 60.0) -> Counts:
+        """Entries stored, scheduled, due, overdue, claimed and set aside, in one round trip
+        (on a cluster, one per node)."""
+        now = self.now_ms()
+        pipe = self.client.pipeline(transaction=False)
+        for shard in self.all_shards():
+            keys = shard.keys
+            pipe.hlen(keys.entries)
+            pipe.zcard(keys.schedule)
+            pipe.zcount(keys.schedule, "-inf", now)
+            pipe.zcount(keys.schedule, "-inf", now - int(overdue_after * 1000))
+            pipe.hlen(keys.inflight)
+            pipe.hlen(keys.quarantine)
+        replies: list[Any] = pipe.execute()
+        entries, scheduled, due, overdue, inflight, quarantined = (
+            sum(int(r) for r in replies[i::6]) for i in range(6)
+        )
+        return Counts(entries, scheduled, due, overdue, inflight, quarantined, now)
+
+    @translated
+    def beat_activity(self, beat_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """What each of these beats last said it did in a minute (absent: nothing yet)."""
+        if not beat_ids:
+            return {}
+        raws = self.client.mget([self.keys.activity(b) for b in beat_ids])
+        found = {}
+        for beat_id, raw in zip(beat_ids, raws, strict=True):
+            try:
+                summary = json.loads(raw) if raw else None
+            except ValueError:
+                summary = None
+            if isinstance(summary, dict):
+                found[beat_id] = summary
+        return found
+
+    @translated
+    def next_runs(self, name: str, n: int = 10) -> list[datetime]:
+        """The next ``n`` due times of an entry, from the one its schedule holds (none for
+        an entry that will not run again)."""
+        entry = self.get(name).with_default_tz(self.timezone)
+        state = self.state(name)
+        if state.next_run_at is None:
+            return []
+        due: int | None = to_ms(state.next_run_at)
+        runs: list[datetime] = []
+        while due is not None and len(runs) < n:
+            runs.append(from_ms(due))
+            due = entry.next_due_ms(due, due, self.timezone)
+        return runs
+
+    def zone_of(self, entry: Entry) -> str:
+        """The zone an entry's times are read in: its schedule's, else the app's."""
+        return getattr(entry.schedule, "tz", None) or self.timezone
