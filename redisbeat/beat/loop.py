@@ -71,7 +71,6 @@ class Dispatcher:
         self._unfinished: tuple[int, list[Outcome]] | None = None
         #: Why this beat cannot listen for changes, while it cannot.
         self._deaf: RedisTrouble | None = None
-        #: (entry, what) pairs of bad data already logged: each is said once per process.
         #: When the next claim is needed (monotonic): by the earliest score the last claim or
         #: finish saw, or the loop interval. Until then a wake-up for the heartbeat claims
         #: nothing; a change heard on the events channel (new, edited, handed-back entries)

@@ -102,7 +102,3 @@ class Metrics:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(5)
-
-    def __repr__(self) -> str:  # pragma: no cover - for log lines
-        server: Any = self._server
-        return f"<Metrics on {server.server_address}>"

@@ -26,12 +26,11 @@ def shown_name(name: str) -> str:
 class Observer:
     """One beat's reports: called by its loop, sent on to receivers and metrics."""
 
-    def __init__(
-        self, beat_id: str, quarantine_after: int = 3, metrics: Metrics | None = None
-    ) -> None:
+    def __init__(self, beat_id: str, quarantine_after: int = 3) -> None:
         self.beat_id = beat_id
         self.quarantine_after = quarantine_after
-        self.metrics = metrics
+        #: Set at the first heartbeat, when the beat runs (None: no metrics served).
+        self.metrics: Metrics | None = None
         #: True once the beat runs (its metrics, if any, are served).
         self.serving = False
         #: Garbled run states already logged (each once).

@@ -107,13 +107,6 @@ def guarded(command: Callable[P, R]) -> Callable[P, R]:
     return run
 
 
-def tool(ctx: click.Context) -> Tool:
-    found = ctx.find_object(Tool)
-    if found is None:  # pragma: no cover - the groups always set one
-        raise click.UsageError("no deployment named")
-    return found
-
-
 pass_tool = click.make_pass_decorator(Tool)
 
 json_option = click.option(

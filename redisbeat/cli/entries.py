@@ -55,14 +55,32 @@ def list_entries(
         after = "u:0:0:"  # a disabled entry has no next run: skip the schedule
     try:
         walk = tool.store.walk(after)
-        rows: Iterator[Listed] = (row for row in walk if _matches(row, enabled, source, task, name))
-        taken = islice(rows, limit + 1) if limit else rows
+        page = _Page((row for row in walk if _matches(row, enabled, source, task, name)), limit)
         if as_json:
-            _print_json(tool, taken, limit)
+            _print_json(page)
         else:
-            _print_tables(tool, taken, limit)
+            _print_tables(tool, page)
     except ValueError as exc:  # a cursor this walk did not write
         raise click.BadParameter(str(exc), param_hint="--after") from None
+
+
+class _Page:
+    """Up to ``limit`` rows (0: all), streamed; once read, ``next_cursor`` says where the
+    next page begins (None: nothing follows)."""
+
+    def __init__(self, rows: Iterator[Listed], limit: int) -> None:
+        self._rows = rows
+        self._limit = limit
+        self.next_cursor: str | None = None
+
+    def __iter__(self) -> Iterator[Listed]:
+        last: Listed | None = None
+        for count, row in enumerate(self._rows):
+            if self._limit and count == self._limit and last is not None:
+                self.next_cursor = last.cursor  # a row follows the page's last
+                return
+            yield row
+            last = row
 
 
 def _matches(
@@ -80,16 +98,11 @@ def _matches(
     )
 
 
-def _print_json(tool: Tool, rows: Iterator[Listed], limit: int) -> None:
+def _print_json(page: _Page) -> None:
     click.echo('{"entries": [', nl=False)
-    last: Listed | None = None
-    for count, row in enumerate(rows):
-        if limit and count == limit:
-            click.echo(f'], "next": {dumps(last.cursor if last else None)}}}')
-            return
+    for count, row in enumerate(page):
         click.echo(("," if count else "") + "\n" + dumps(_row_json(row)), nl=False)
-        last = row
-    click.echo('\n], "next": null}')
+    click.echo(f'\n], "next": {dumps(page.next_cursor)}}}')
 
 
 def _row_json(row: Listed) -> dict[str, Any]:
@@ -102,26 +115,17 @@ def _row_json(row: Listed) -> dict[str, Any]:
     }
 
 
-def _print_tables(tool: Tool, rows: Iterator[Listed], limit: int) -> None:
+def _print_tables(tool: Tool, page: _Page) -> None:
+    """One table per ``TABLE_ROWS`` rows: a table is drawn once it is complete."""
     zone = ZoneInfo(tool.store.timezone)
     columns = ("name", "next run", "schedule", "task", "enabled", "source", "last run", "state")
-    chunk: list[Listed] = []
-    last: Listed | None = None
-    count, more = 0, False
-    for row in rows:
-        if limit and count == limit:
-            more = True
-            break
-        chunk.append(row)
-        count += 1
-        if len(chunk) == TABLE_ROWS:
-            tool.table(columns, (_cells(r, zone, tool) for r in chunk))
-            last, chunk = chunk[-1], []
-    if chunk or not count:
+    rows = iter(page)
+    first = True
+    while (chunk := list(islice(rows, TABLE_ROWS))) or first:
         tool.table(columns, (_cells(r, zone, tool) for r in chunk))
-        last = chunk[-1] if chunk else None
-    if more and last is not None:
-        tool.say(f"More entries follow: --after '{last.cursor}'")
+        first = False
+    if page.next_cursor is not None:
+        tool.say(f"More entries follow: --after '{page.next_cursor}'")
 
 
 def _cells(row: Listed, zone: ZoneInfo, tool: Tool) -> list[Any]:

@@ -18,7 +18,8 @@ from .kinds import Clocked, Cron, Crontab, Interval, Schedule, Solar
 __all__ = ["from_json", "to_json"]
 
 _KINDS = {cls: cls.__name__.lower() for cls in (Interval, Crontab, Cron, Clocked, Solar)}
-_CLASSES = {kind: cls for cls, kind in _KINDS.items()}
+#: Each schedule kind's name in JSON -> its class.
+KIND_CLASSES: dict[str, type] = {kind: cls for cls, kind in _KINDS.items()}
 _NUMBER = (int, float)
 _ZONE = (str, type(None))
 # The JSON types each kind's fields must have; every field is required.
@@ -95,5 +96,5 @@ def _build(data: dict[str, Any]) -> Schedule:
         values[name] = value
     if kind == "clocked":
         values["at"] = _parse_at(values["at"])
-    schedule: Schedule = _CLASSES[kind](**values)
+    schedule: Schedule = KIND_CLASSES[kind](**values)
     return schedule

@@ -14,19 +14,10 @@ import json
 from typing import Any
 
 from ..errors import CorruptEntry, InvalidEntry
-from .entry import Entry
-from .kinds import Clocked, Cron, Crontab, Interval, Solar
+from .codec import KIND_CLASSES
+from .entry import ENTRY_FIELDS, Entry
 
 __all__ = ["entry_from_document"]
-
-_KINDS: dict[str, type] = {
-    "interval": Interval,
-    "crontab": Crontab,
-    "cron": Cron,
-    "clocked": Clocked,
-    "solar": Solar,
-}
-_FIELDS = frozenset(f.name for f in dataclasses.fields(Entry))
 
 
 def entry_from_document(data: Any, where: str) -> Entry:
@@ -38,8 +29,10 @@ def entry_from_document(data: Any, where: str) -> Entry:
     if not isinstance(name, str) or not name.strip():
         raise InvalidEntry(where, "name", "is missing or not a non-empty string")
     for key in data:
-        if key not in _FIELDS:
-            raise InvalidEntry(name, str(key), f"unknown field; expected one of {sorted(_FIELDS)}")
+        if key not in ENTRY_FIELDS:
+            raise InvalidEntry(
+                name, str(key), f"unknown field; expected one of {sorted(ENTRY_FIELDS)}"
+            )
     document = {**data, "schedule": _with_defaults(name, data.get("schedule"))}
     try:
         text = json.dumps(document, default=_refuse, allow_nan=False)
@@ -58,7 +51,7 @@ def _with_defaults(name: str, schedule: Any) -> Any:
         if schedule is None:
             raise InvalidEntry(name, "schedule", "is missing")
         return schedule
-    kind = _KINDS.get(schedule.get("kind"))  # type: ignore[arg-type]
+    kind = KIND_CLASSES.get(schedule.get("kind"))  # type: ignore[arg-type]
     if kind is None:
         return schedule  # the loader names the kind that is wrong
     defaults = {

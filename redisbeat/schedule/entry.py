@@ -176,7 +176,7 @@ class Entry:
         if data.get("name") != name:
             raise CorruptEntry(name, "name", f"does not match the key: {data.get('name')!r}")
         # Keys a newer release may add are ignored, so a rolling upgrade never quarantines.
-        values = {k: v for k, v in data.items() if k in _FIELDS}
+        values = {k: v for k, v in data.items() if k in ENTRY_FIELDS}
         if "task" not in values:  # the one required field nothing below names
             raise CorruptEntry(name, "task", "is missing")
         try:
@@ -274,8 +274,8 @@ class Entry:
         return due
 
 
-#: The keys of a stored definition that are the entry's fields.
-_FIELDS = frozenset(f.name for f in fields(Entry))
+#: The keys of a stored definition (and of a document) that are the entry's fields.
+ENTRY_FIELDS = frozenset(f.name for f in fields(Entry))
 #: The defaults of the fields a definition may leave out (kwargs and options: a new dict).
 _DEFAULTS = {f.name: None if f.default is MISSING else f.default for f in fields(Entry)}
 
