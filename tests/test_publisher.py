@@ -19,6 +19,7 @@ from celery.utils.saferepr import saferepr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kombu import Producer
+from kombu.transport import redis as kombu_redis
 from test_dispatcher import Unbuffered
 
 from redisbeat import Entry, Interval, ScheduleStore, occurrence_id
@@ -26,6 +27,7 @@ from redisbeat.beat.loop import Dispatcher
 from redisbeat.beat.scheduler import RedisScheduler
 from redisbeat.config import Config
 from redisbeat.sending import Publisher, message_options
+from redisbeat.sending.lists import Lists
 from redisbeat.sending.reprs import argument_repr
 from redisbeat.sending.template import TaskMessages
 from redisbeat_testkit.ports import wait_until
@@ -192,6 +194,79 @@ def test_a_batched_message_is_the_one_celerys_apply_async_sends(app, producer, b
     assert reused == (entry.name in REUSED), "reuses the first message"
 
 
+def take_raw(client: redis.Redis) -> list[tuple[str, bytes]]:
+    """Pop every message from every queue of the broker as stored: (list, JSON)."""
+    out = []
+    for key in sorted(client.keys()):
+        if client.type(key) == b"list":
+            while (raw := client.rpop(key)) is not None:
+                out.append((key.decode(), raw))
+    return out
+
+
+def stored_but_clock(raw: bytes) -> str:
+    """A stored message with its random tag and host-clock fields blanked, encoded again
+    (key order and all) by the Redis transport's encoder."""
+    message = json.loads(raw)
+    message["properties"]["delivery_tag"] = "tag"
+    if message["headers"].get("expires") is not None:
+        message["headers"]["expires"] = "expires"
+    if "expiration" in message["properties"]:
+        message["properties"]["expiration"] = "ttl"
+    encoded: str = kombu_redis.dumps(message)
+    return encoded
+
+
+@pytest.mark.parametrize("keyprefix", ["", "pfx:"], ids=["plain", "global_keyprefix"])
+@pytest.mark.parametrize("entry", [e for e in ENTRIES if e.name in REUSED], ids=lambda e: e.name)
+def test_a_message_pushed_onto_the_list_is_the_one_kombu_stores_to_the_byte(
+    redis_server, broker, entry, keyprefix
+):
+    app = make_app(redis_server.url(BROKER_DB))
+    app.conf.broker_transport_options = {"global_keyprefix": keyprefix} if keyprefix else {}
+    connection = app.connection_for_write()
+    producer = app.amqp.Producer(connection, auto_declare=False)
+    try:
+        publisher = Publisher(app, lambda: producer, BEAT, 100)
+        publisher.send(entry, "first", 1_800_000_000_000, 1_800_000_000_005)
+        publisher.flush()
+        take_raw(broker)
+        for due in (1_800_000_060_000, 1_800_000_120_000):
+            task_id = occurrence_id("p", entry.name, due)
+            publisher.send(entry, task_id, due, due + 5)
+            assert publisher._lists is not None and len(publisher._pushed) == 1
+            assert publisher.flush() == {}
+            [(key, ours)] = take_raw(broker)
+            send_like_celery(app, producer, entry, task_id, due)
+            [(celerys_key, celerys)] = take_raw(broker)
+            assert key == celerys_key and key.startswith(keyprefix)
+            assert kombu_redis.dumps(json.loads(ours)).encode() == ours  # kombu's encoding
+            assert stored_but_clock(ours) == stored_but_clock(celerys)
+    finally:
+        connection.release()
+        app.close()
+
+
+def test_what_kombus_redis_lists_do_not_cover_goes_through_the_producer(app, producer, broker):
+    # Compression changes the body and a header: kombu's producer does it, as for any
+    # transport other than Redis (where the publisher has no lists at all).
+    publisher = Publisher(app, lambda: producer, BEAT, 100)
+    zlib = {"compression": "zlib"}
+    entry = Entry("zipped", "t.plain", Interval(60), args=("x" * 500,), options=zlib)
+    for due in (1000, 2000):
+        publisher.send(entry, f"id-{due}", due, due)
+        assert publisher._pushed == []
+        assert publisher.flush() == {}
+    [(_, ours)] = take_raw(broker)[1:]
+    send_like_celery(app, producer, entry, "id-2000", 2000)
+    [(_, celerys)] = take_raw(broker)
+    assert stored_but_clock(ours) == stored_but_clock(celerys)
+    memory = Celery("memory", broker="memory://", set_as_current=False)
+    with memory.connection_for_write() as connection:
+        assert Lists.of(memory.amqp.Producer(connection)) is None
+    memory.close()
+
+
 @needs_batches
 def test_the_messages_of_a_batch_reach_the_broker_together_when_it_is_flushed(
     app, producer, broker
@@ -205,18 +280,25 @@ def test_the_messages_of_a_batch_reach_the_broker_together_when_it_is_flushed(
     assert [m["headers"]["id"] for m in take_messages(broker)] == [f"id-{i}" for i in range(50)]
 
 
-@needs_batches
-def test_a_batch_is_one_round_trip_to_the_broker(app, producer, broker, redis_server):
+def test_a_batch_is_one_lpush_per_queue(app, producer, broker, redis_server):
     publisher = Publisher(app, lambda: producer, BEAT, 100)
-    publisher.send(Entry("warm", "t.plain", Interval(60)), "warm", 1, 2)  # connects, declares
+    queues = ({}, {"queue": "reports"})
+    for options in queues:  # the first messages: they connect, declare and are kept
+        publisher.send(Entry(f"warm{options}", "t.plain", Interval(60), options=options), "w", 1, 2)
     publisher.flush()
+    take_messages(broker)
     before = _commands(redis_server)
     for i in range(30):
-        publisher.send(Entry(f"e{i}", "t.plain", Interval(60)), f"id-{i}", 1000 + i, 2000)
-    publisher.flush()
+        entry = Entry(f"e{i}", "t.plain", Interval(60), args=(i,), options=queues[i % 2])
+        publisher.send(entry, f"id-{i}", 1000 + i, 2000)
+    assert publisher.flush() == {}
     after = _commands(redis_server)
-    assert after.get("cmdstat_lpush", 0) - before.get("cmdstat_lpush", 0) == 30
-    assert broker.llen("celery") == 31
+    assert after.get("cmdstat_lpush", 0) - before.get("cmdstat_lpush", 0) == 2
+    sent = take_messages(broker)
+    # Each queue holds its messages in the order they were sent, as one LPUSH each would.
+    assert [(m["queue"], m["headers"]["id"]) for m in sent] == [
+        ("celery", f"id-{i}") for i in range(0, 30, 2)
+    ] + [("reports", f"id-{i}") for i in range(1, 30, 2)]
 
 
 def _commands(server: RedisServer) -> dict[str, int]:

@@ -2,9 +2,10 @@
 
 ``Publisher.send`` buffers an occurrence's message and ``Publisher.flush`` sends the batch.
 Messages are built without ``apply_async``'s repeated work where Celery's steps are modelled
-(:mod:`.template`, :mod:`.wire`), and by ``apply_async`` otherwise. Imports run one way:
-publisher -> template -> wire -> celery_internals, the one module that reads names of Celery
-and kombu outside their public API.
+(:mod:`.template`, :mod:`.wire`; written straight onto a Redis broker's lists by
+:mod:`.lists`), and by ``apply_async`` otherwise. Imports run one way: publisher -> template
+-> wire and lists -> celery_internals, the one module that reads names of Celery and kombu
+outside their public API.
 """
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ from typing import Any
 
 import celery
 from celery.app.task import Task
+from kombu import Producer
+from kombu.transport import redis as kombu_redis
 
 
 class MissingInternal(AttributeError):
@@ -98,3 +100,75 @@ def plain_task(task: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool
             except TypeError:
                 return False  # apply_async raises it, for every occurrence
     return True
+
+
+#: ``Producer.publish``'s named parameters (kombu 5.3 to 5.7): a message property of one of
+#: these names is that argument, not a property.
+PUBLISH_PARAMETERS = frozenset(inspect.signature(Producer.publish).parameters) - {
+    "self",
+    "body",
+    "properties",
+}
+
+#: The names kombu's Redis transport publishes a message with (kombu 5.3 to 5.7); a class
+#: that defines any of them itself may store messages its own way.
+_PRODUCER_STEPS = ("publish", "_publish", "_prepare", "_delivery_details")
+_CHANNEL_STEPS = (
+    "basic_publish",
+    "prepare_message",
+    "_inplace_augment_message",
+    "encode_body",
+    "_put",
+    "_get_message_priority",
+    "_q_for_pri",
+    "_next_delivery_tag",
+    "client",
+)
+
+
+def redis_channel(producer: Any) -> Any | None:
+    """The producer's channel when it is kombu's Redis transport's (Sentinel's too) and both
+    publish by kombu's own steps, so a message's stored form is known (None otherwise).
+
+    The names read on it: ``_expires``, ``_get_message_priority``, ``_q_for_pri``,
+    ``_next_delivery_tag``, ``client``, ``default_priority``, ``body_encoding``,
+    and the producer's ``_delivery_details``."""
+    channel = producer.channel
+    if not isinstance(channel, kombu_redis.Channel):
+        return None
+    for cls, own, names in (
+        (type(producer), Producer, _PRODUCER_STEPS),
+        (type(channel), kombu_redis.Channel, _CHANNEL_STEPS),
+    ):
+        for name in names:
+            theirs = getattr(own, name, None)
+            if theirs is None or getattr(cls, name, None) is not theirs:
+                return None
+    return channel
+
+
+def delivery_details(producer: Any, exchange: Any, delivery_mode: Any) -> tuple[Any, Any]:
+    """``Producer._delivery_details`` (kombu 4 to 5.7): the exchange's name and the
+    message's delivery mode, as ``Producer.publish`` works them out."""
+    exchange = exchange or producer.exchange
+    details: tuple[Any, Any] = producer._delivery_details(exchange, delivery_mode)
+    return details
+
+
+def queue_list(channel: Any, queue: str, priority: Any) -> str:
+    """The Redis list a message of this priority goes to (``Channel._get_message_priority``
+    and ``_q_for_pri``, kombu 4 to 5.7)."""
+    level = channel._get_message_priority({"properties": {"priority": priority}}, False)
+    key: str = channel._q_for_pri(queue, level)
+    return key
+
+
+def expiring_queues(channel: Any) -> Any:
+    """The queues declared with an expiry (``Channel._expires``, kombu 5.x; none before)."""
+    return getattr(channel, "_expires", None) or {}
+
+
+def delivery_tag(channel: Any) -> str:
+    """``Channel._next_delivery_tag()`` (kombu 4 to 5.7): a new message's tag."""
+    tag: str = channel._next_delivery_tag()
+    return tag

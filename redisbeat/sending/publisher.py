@@ -24,6 +24,7 @@ from ..schedule.cache import LRU
 from ..schedule.delayed import SOURCE as DELAYED_SOURCE
 from ..schedule.entry import Entry
 from ..schedule.timing import from_ms
+from .lists import Lists
 from .template import TaskMessages, Template
 from .wire import Published
 
@@ -90,7 +91,10 @@ class Publisher:
         self._batch_producer: Any = None
         self._buffering = False
         self._in_worker_task = False
+        #: Buffered in the producer's batch (or sent), and pushed onto the broker's lists.
         self._published: list[Published] = []
+        self._pushed: list[Published] = []
+        self._lists: Lists | None = None
         #: Entities declared through the producer (kombu's maybe_declare would find them in
         #: its cache of the connection's declarations): declared again for a new producer.
         self._declared: dict[int, Any] = {}
@@ -108,6 +112,7 @@ class Publisher:
             options = message_options(entry, due_ms, now_ms, self.beat_id)
         except Exception as exc:
             raise MessageRefused(entry.name, _reason(exc)) from exc
+        pushed = self._lists.count if self._lists is not None else 0
         try:
             template = self._template(entry)
             published = self._publish(template, task_id, options) if template.modelled else None
@@ -120,6 +125,8 @@ class Publisher:
             published = None
         if published is None:
             self._deferred.append((entry, task_id, options))
+        elif self._lists is not None and self._lists.count != pushed:
+            self._pushed.append(published)
         else:
             self._published.append(published)
 
@@ -129,21 +136,16 @@ class Publisher:
         message was refused for its entry (sending it again would fail the same way)."""
         failed: dict[str, str | None] = {}
         published, self._published = self._published, []
+        pushed, self._pushed = self._pushed, []
         deferred, self._deferred = self._deferred, []
         batch, self._batch = self._batch, None
+        sent: list[Published] = []
         if batch is not None:
-            try:
-                batch.__exit__(None, None, None)
-            except Exception:
-                self._declared_by = None  # the connection may be new: let kombu check again
-                log.exception(
-                    "redisbeat: could not send a batch of %d message(s); handing them back",
-                    len(published),
-                )
-                failed.update((p.task_id, None) for p in published)
-            else:
-                for p in published:
-                    p.announce()
+            sent += self._sent(published, lambda: batch.__exit__(None, None, None), failed)
+        if pushed and self._lists is not None:
+            sent += self._sent(pushed, self._lists.flush, failed)
+        for p in sent:  # once every message of the batch is on the broker
+            p.announce()
         for entry, task_id, options in deferred:
             try:
                 self._apply_async(entry, task_id, options)
@@ -154,6 +156,22 @@ class Publisher:
                     log.exception("redisbeat: could not send %s; handing it back", entry.name)
                     failed[task_id] = None
         return failed
+
+    def _sent(
+        self, published: list[Published], send: Callable[[], None], failed: dict[str, str | None]
+    ) -> list[Published]:
+        """Send buffered messages: those sent, the others added to ``failed`` (handed back)."""
+        try:
+            send()
+        except Exception:
+            self._declared_by = None  # the connection may be new: let kombu check again
+            log.exception(
+                "redisbeat: could not send a batch of %d message(s); handing them back",
+                len(published),
+            )
+            failed.update((p.task_id, None) for p in published)
+            return []
+        return published
 
     def _fall_back(self, entry: Entry, exc: BaseException) -> None:
         known = self._by_entry.get(id(entry))
@@ -217,6 +235,7 @@ class Publisher:
             dict(options),
             retry=not self._buffering,
             declared=self._declared,
+            lists=self._lists,
         )
 
     def _open(self) -> Any:
@@ -225,6 +244,9 @@ class Publisher:
             producer.channel  # noqa: B018  (opens the channel, whose settings decide batching)
             if producer is not self._declared_by:
                 self._declared, self._declared_by = {}, producer
+                self._lists = None
+            if self._lists is None or self._lists.channel is not producer.channel:
+                self._lists = Lists.of(producer)
             self._buffering = bool(getattr(producer, "supports_batch_publish", False))
             self._in_worker_task = self.app.current_worker_task is not None
             batch = producer.batch(max_size=MAX_BUFFERED) if self._buffering else _NoBatch()

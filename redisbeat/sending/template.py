@@ -26,6 +26,7 @@ from celery.app.task import Task
 
 from ..schedule.entry import Entry
 from . import celery_internals as internals
+from .lists import Lists
 from .reprs import argument_repr
 from .wire import Defaults, First, Published, declare_once, send_task_message, serialised
 
@@ -128,17 +129,19 @@ class TaskMessages:
         *,
         retry: bool,
         declared: dict[int, Any],
+        lists: Lists | None = None,
     ) -> Published | None:
         """Publish one message as ``task.apply_async(..., **options)`` would; None when only
         ``apply_async`` can (nothing was published then).
 
         ``retry`` False publishes without retrying (for a buffering producer); ``declared``
-        holds the entities declared already, and gets those this message declares.
+        holds the entities declared already, and gets those this message declares; an
+        entry's later messages go to ``lists`` where it can take them.
         """
         if signals.task_sent.receivers:
             return None
         if t.first is not None and not signals.before_task_publish.receivers:
-            return self._again(producer, t, t.first, task_id, options, retry, declared)
+            return self._again(producer, t, t.first, task_id, options, retry, declared, lists)
         return self._build(producer, t, task_id, options, retry, declared)
 
     def _build(
@@ -245,6 +248,7 @@ class TaskMessages:
         options: dict[str, Any],
         retry: bool,
         declared: dict[int, Any],
+        lists: Lists | None,
     ) -> Published | None:
         """A later message of an entry: the first one, with its own id, due time, expiry."""
         expires = options.get("expires", first.task_expires)
@@ -263,15 +267,19 @@ class TaskMessages:
             self.app.backend.on_task_call(producer, task_id)
         publish = first.publish
         declare_once(producer, first.declare, publish, declared)
-        content_type, content_encoding, data = first.content
-        producer.publish(
-            data,
-            content_type=content_type,
-            content_encoding=content_encoding,
-            headers=headers,
-            **{**publish, "retry": publish["retry"] and retry},
-            **properties,
-        )
+        form = None if lists is None else lists.form(producer, first)
+        if lists is not None and form is not None:
+            lists.push(form, headers, properties)
+        else:
+            content_type, content_encoding, data = first.content
+            producer.publish(
+                data,
+                content_type=content_type,
+                content_encoding=content_encoding,
+                headers=headers,
+                **{**publish, "retry": publish["retry"] and retry},
+                **properties,
+            )
         exchange, routing_key = publish["exchange"], publish["routing_key"]
         return Published(task_id, t.name, first.body, headers, exchange, routing_key)
 

@@ -10,7 +10,7 @@ later messages of the same entry are made.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from celery import signals
@@ -85,6 +85,11 @@ class First:
     ignore_result: Any = None
     #: The task's own expiry, when the entry has none (an aware datetime or None).
     task_expires: Any = None
+    #: What the messages of every entry of this task and options share (one dict for all:
+    #: :mod:`.lists` keeps its shape of them there).
+    family: dict[str, Any] = field(default_factory=dict)
+    #: This entry's :class:`~.lists.Form`, with the :class:`~.lists.Lists` it is for.
+    lists_form: tuple[Any, Any] | None = None
 
     def with_arguments(
         self, headers: dict[str, Any], body: Any, content: tuple[str, str, Any]
@@ -100,6 +105,7 @@ class First:
             self.serializer,
             self.ignore_result,
             self.task_expires,
+            self.family,
         )
 
 

@@ -126,7 +126,7 @@ class BeatCalls(StoreBase):
             return self.scripts.finish(beat_id, lease_until_ms, outcomes, quarantine_after)
 
         def call(lane: str, scripts: Scripts, lease: int, positions: list[int]) -> Call:
-            mine = [replace(outcomes[i], name=bare(outcomes[i].name)) for i in positions]
+            mine = [_bared(outcomes[i]) for i in positions]
             if lane == "delayed":
                 delayed = DelayedScripts(self.runner, scripts.keys)
                 return delayed.finish_call(beat_id, lease, mine, self.delayed_retention_ms)
@@ -299,3 +299,9 @@ def _merged(results: list[FinishResult], next_due_ms: int | None) -> FinishResul
         tuple(name for r in results for name in r.quarantined),
         {name: what for r in results for name, what in r.garbled.items()},
     )
+
+
+def _bared(outcome: Outcome) -> Outcome:
+    """The outcome under the name Redis keeps (a delayed task's without its mark)."""
+    name = outcome.name
+    return replace(outcome, name=bare(name)) if name.startswith(DELAYED_MARK) else outcome

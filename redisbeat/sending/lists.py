@@ -1,0 +1,153 @@
+"""A batch's messages written straight onto a Redis broker's lists: one LPUSH per queue.
+
+kombu's Redis transport stores a message as the JSON of a dict (the body encoded, the
+properties with a delivery tag) pushed onto its queue's list. ``Producer.publish`` works that
+dict out step by step for every message; of an entry's later messages only the headers, the
+expiry and the tag differ. :class:`Lists` keeps the rest (a :class:`Form` per entry, from a
+:class:`Shape` per task and options), builds the same dict in the same order, encodes it
+with the transport's own encoder and pushes a batch's messages in one round trip through the
+channel's own client (key prefix and all). What the steps it follows cannot cover (a named
+exchange, compression, a queue with an expiry, another transport) goes by the producer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kombu.utils.json import dumps
+
+from . import celery_internals as internals
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the messages of one task and its options share on the broker's lists."""
+
+    #: The list (queue and priority), and the routing key the message records.
+    key: str
+    routing_key: Any
+    content_type: str
+    content_encoding: str
+    delivery_mode: Any
+    priority: Any
+    body_encoding: Any
+
+
+@dataclass(frozen=True)
+class Form:
+    """An entry's messages on the lists: its family's shape and its body, encoded."""
+
+    shape: Shape
+    body: Any
+
+
+class Lists:
+    """A producer's messages for kombu's Redis transport, buffered until :meth:`flush`."""
+
+    def __init__(self, channel: Any) -> None:
+        self.channel = channel
+        self._pending: dict[str, list[str]] = {}
+        #: Messages pushed since this was made (the publisher tells its own by it).
+        self.count = 0
+
+    @classmethod
+    def of(cls, producer: Any) -> Lists | None:
+        """For a producer on kombu's Redis transport publishing by kombu's own steps."""
+        channel = internals.redis_channel(producer)
+        return None if channel is None else cls(channel)
+
+    def form(self, producer: Any, first: Any) -> Form | None:
+        """An entry's form, from its first message (a :class:`~.wire.First`), worked out
+        once per entry and once per family; None: the producer must publish it."""
+        known = first.lists_form
+        if known is not None and known[0] is self:
+            form: Form | None = known[1]
+            return form
+        family = first.family.get("lists")
+        if family is None or family[0] is not self:
+            family = first.family["lists"] = (self, self._shape(producer, first))
+        shape: Shape | None = family[1]
+        form = None if shape is None else self._form(shape, first.content)
+        first.lists_form = (self, form)
+        return form
+
+    def push(self, form: Form, headers: dict[str, Any], properties: dict[str, Any]) -> None:
+        """Buffer one message: ``Producer.publish(..., headers=headers, **properties)``'s."""
+        shape = form.shape
+        own = {k: v for k, v in properties.items() if k not in internals.PUBLISH_PARAMETERS}
+        own["delivery_mode"] = shape.delivery_mode
+        expiration = properties.get("expiration")
+        if expiration is not None:
+            own["expiration"] = str(int(expiration * 1000))
+        own["delivery_info"] = {"exchange": "", "routing_key": shape.routing_key}
+        own["priority"] = shape.priority
+        own["body_encoding"] = shape.body_encoding
+        own["delivery_tag"] = internals.delivery_tag(self.channel)
+        message = {
+            "body": form.body,
+            "content-encoding": shape.content_encoding,
+            "content-type": shape.content_type,
+            "headers": headers,
+            "properties": own,
+        }
+        self._pending.setdefault(shape.key, []).append(dumps(message))
+        self.count += 1
+
+    def flush(self) -> None:
+        """Push what is buffered, one LPUSH per list (the order of one LPUSH per message)."""
+        pending, self._pending = self._pending, {}
+        if not pending:
+            return
+        with self.channel.client.pipeline(transaction=False) as pipe:
+            for key, payloads in pending.items():
+                pipe.lpush(key, *payloads)
+            pipe.execute()
+
+    def discard(self) -> None:
+        self._pending = {}
+
+    def _shape(self, producer: Any, first: Any) -> Shape | None:
+        """``Producer.publish``'s and the channel's steps up to the parts of one message."""
+        publish, given = first.publish, first.properties
+        content_type, content_encoding, data = first.content
+        if not content_encoding:  # as Producer._prepare says it
+            content_encoding = "utf-8" if isinstance(data, str) else "binary"
+        compression = publish.get("compression")
+        if compression is None:
+            compression = producer.compression
+        exchange, delivery_mode = internals.delivery_details(
+            producer, publish.get("exchange"), publish.get("delivery_mode")
+        )
+        routing_key = publish.get("routing_key")
+        if routing_key is None:
+            routing_key = producer.routing_key
+        channel = self.channel
+        if (
+            compression
+            or exchange  # routed by the exchange's bindings, which kombu reads from Redis
+            or not content_type
+            or (producer.auto_declare and producer.exchange.name)
+            or routing_key in internals.expiring_queues(channel)
+            or not isinstance(given.get("reply_to", ""), str)
+        ):
+            return None
+        priority = given.get("priority") or channel.default_priority
+        return Shape(
+            key=internals.queue_list(channel, routing_key, priority),
+            routing_key=routing_key,
+            content_type=content_type,
+            content_encoding=content_encoding,
+            delivery_mode=delivery_mode,
+            priority=priority,
+            body_encoding=channel.body_encoding,
+        )
+
+    def _form(self, shape: Shape, content: tuple[str, str, Any]) -> Form | None:
+        data = content[2]
+        if isinstance(data, str):  # as Producer._prepare, for a body serialised already
+            data = data.encode(shape.content_encoding)
+        body, encoding = self.channel.encode_body(data, shape.body_encoding)
+        if not isinstance(body, str) or encoding != shape.body_encoding:
+            return None  # bytes: not what the transport's JSON can hold
+        return Form(shape, body)
