@@ -242,9 +242,40 @@ def test_a_message_pushed_onto_the_list_is_the_one_kombu_stores_to_the_byte(
             assert key == celerys_key and key.startswith(keyprefix)
             assert kombu_redis.dumps(json.loads(ours)).encode() == ours  # kombu's encoding
             assert stored_but_clock(ours) == stored_but_clock(celerys)
+        shape = publisher._template(entry).first.family["lists"][1]  # type: ignore[union-attr]
+        assert [e is not None for e in shape.envelopes.values()] == [True], "from its text"
     finally:
         connection.release()
         app.close()
+
+
+@pytest.mark.parametrize(
+    "name, kwargs",
+    [('ünïcødé “名前” \\ "q"', {"k": "😀 \u2028 \x01"}), ("plain", {"n": 10**30, "f": 1.5})],
+    ids=["awkward text", "big numbers"],
+)
+def test_a_message_written_from_its_envelope_is_the_encoders_to_the_byte(
+    app, producer, broker, name, kwargs
+):
+    publisher = Publisher(app, lambda: producer, BEAT, 100)
+    first = Entry("first", "t.plain", Interval(60), kwargs={"k": 1})
+    entry = Entry(name, "t.plain", Interval(60), args=(name,), kwargs=kwargs)
+    publisher.send(first, "first", 1000, 1000)  # the family's first message
+    publisher.flush()
+    take_raw(broker)
+    for due in (2000, 3000):
+        task_id = occurrence_id("p", name, due)
+        publisher.send(entry, task_id, due, due)
+        assert len(publisher._pushed) == 1
+        assert publisher.flush() == {}
+        [(_, ours)] = take_raw(broker)
+        send_like_celery(app, producer, entry, task_id, due)
+        [(_, celerys)] = take_raw(broker)
+        assert kombu_redis.dumps(json.loads(ours)).encode() == ours
+        assert stored_but_clock(ours) == stored_but_clock(celerys)
+        assert json.loads(ours)["headers"]["redisbeat_entry"] == name
+    shape = publisher._template(entry).first.family["lists"][1]  # type: ignore[union-attr]
+    assert [e is not None for e in shape.envelopes.values()] == [True], "from its text"
 
 
 def test_what_kombus_redis_lists_do_not_cover_goes_through_the_producer(app, producer, broker):

@@ -12,7 +12,16 @@ import redisbeat.sending
 
 PACKAGE = Path(redisbeat.sending.__file__).parent
 #: Each module may import those after it, never those before it.
-ORDER = ["__init__", "publisher", "template", "lists", "reprs", "wire", "celery_internals"]
+ORDER = [
+    "__init__",
+    "publisher",
+    "template",
+    "lists",
+    "envelope",
+    "reprs",
+    "wire",
+    "celery_internals",
+]
 #: What the package may import from the rest of redisbeat.
 OUTSIDE = ("redisbeat.schedule", "redisbeat.errors")
 #: Python's own special names, which every object may have.

@@ -15,7 +15,7 @@ from typing import Any
 
 import celery
 from celery.app.task import Task
-from kombu import Producer
+from kombu import Producer, serialization
 from kombu.transport import redis as kombu_redis
 
 
@@ -172,3 +172,15 @@ def delivery_tag(channel: Any) -> str:
     """``Channel._next_delivery_tag()`` (kombu 4 to 5.7): a new message's tag."""
     tag: str = channel._next_delivery_tag()
     return tag
+
+
+def body_encoder(serializer: str) -> tuple[str, str, Callable[[Any], Any]] | None:
+    """``kombu.serialization.registry._encoders[serializer]`` (kombu 4 to 5.7): the content
+    type, content encoding and function ``serialization.dumps`` encodes a body with (None:
+    not found, or ``raw``, which ``dumps`` treats apart)."""
+    encoders = getattr(getattr(serialization, "registry", None), "_encoders", None)
+    found = encoders.get(serializer) if isinstance(encoders, dict) else None
+    if serializer == "raw" or not isinstance(found, tuple) or len(found) != 3:
+        return None
+    content_type, content_encoding, encode = found
+    return content_type, content_encoding, encode

@@ -12,12 +12,16 @@ exchange, compression, a queue with an expiry, another transport) goes by the pr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kombu.utils.json import dumps
 
 from . import celery_internals as internals
+from .envelope import Envelope
+
+#: Envelopes a shape keeps (messages of one task and options differ in their keys rarely).
+MAX_ENVELOPES = 16
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,10 @@ class Shape:
     delivery_mode: Any
     priority: Any
     body_encoding: Any
+    #: By the keys of a message's headers and properties: its text but for its own values.
+    envelopes: dict[tuple[tuple[str, ...], tuple[str, ...]], Envelope | None] = field(
+        default_factory=dict, compare=False
+    )
 
 
 @dataclass(frozen=True)
@@ -91,7 +99,7 @@ class Lists:
             "headers": headers,
             "properties": own,
         }
-        self._pending.setdefault(shape.key, []).append(dumps(message))
+        self._pending.setdefault(shape.key, []).append(_encoded(shape, message))
         self.count += 1
 
     def flush(self) -> None:
@@ -151,3 +159,17 @@ class Lists:
         if not isinstance(body, str) or encoding != shape.body_encoding:
             return None  # bytes: not what the transport's JSON can hold
         return Form(shape, body)
+
+
+def _encoded(shape: Shape, message: dict[str, Any]) -> str:
+    """The message as the transport's encoder writes it, from its envelope where it has one."""
+    key = (tuple(message["headers"]), tuple(message["properties"]))
+    envelopes = shape.envelopes
+    if key in envelopes:
+        envelope = envelopes[key]
+    else:
+        envelope = Envelope.cut(message, dumps)
+        if len(envelopes) < MAX_ENVELOPES:
+            envelopes[key] = envelope
+    text = None if envelope is None else envelope.render(message)
+    return dumps(message) if text is None else text

@@ -17,6 +17,7 @@ from celery import signals
 from kombu import serialization
 from kombu.common import Broadcast
 
+from . import celery_internals as internals
 from .celery_internals import DECLARE_WITH_RETRY, timeouts_apart
 
 
@@ -292,5 +293,12 @@ def serialised(
         return serialization.dumps(body, serializer=serializer)
     content = bodies.get(serializer)
     if content is None:
-        content = bodies[serializer] = serialization.dumps(body, serializer=serializer)
+        # serialization.dumps's own steps for a named serializer, without its error wrapper
+        # (an entry's body that cannot be encoded goes by apply_async, which says why).
+        found = internals.body_encoder(serializer)
+        if found is None:
+            content = serialization.dumps(body, serializer=serializer)
+        else:
+            content = (found[0], found[1], found[2](body))
+        bodies[serializer] = content
     return content
