@@ -181,9 +181,11 @@ def targets(tables: dict[str, Table]) -> Table:
         out.rows.append({"target": target, "measured": shown, "met": verdict})
 
     cap = _rows(tables, "capacity")
+    # The highest offered rate kept up with (a sustained rate a little under it is the
+    # window's edge, one over it a beat catching up on a backlog).
     kept = [r for r in cap if r["scheduler"] == REDISBEAT and _kept_up(r)]
-    best = max((r["sustained/s"] for r in kept), default=None)
-    add("one beat sustains >= 5,000 fires/s", best, None if best is None else best >= 5000)
+    best = max((r["offered/s"] for r in kept), default=None)
+    add("one beat keeps up with >= 5,000 fires/s", best, None if best is None else best >= 5000)
     row = next((r for r in cap if r["scheduler"] == REDISBEAT and r["offered/s"] == 1000), None)
     p99 = row["late p99 ms"] if row else None
     add("late p99 < 10 ms at 1,000 fires/s", p99, None if p99 is None else p99 < 10)

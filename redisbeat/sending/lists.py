@@ -44,10 +44,12 @@ class Shape:
 
 @dataclass(frozen=True)
 class Form:
-    """An entry's messages on the lists: its family's shape and its body, encoded."""
+    """An entry's messages on the lists it was worked out for: its family's shape and its
+    body, encoded (no shape: the producer publishes them)."""
 
-    shape: Shape
-    body: Any
+    lists: Lists
+    shape: Shape | None
+    body: Any = None
 
 
 class Lists:
@@ -68,21 +70,18 @@ class Lists:
     def form(self, producer: Any, first: Any) -> Form | None:
         """An entry's form, from its first message (a :class:`~.wire.First`), worked out
         once per entry and once per family; None: the producer must publish it."""
-        known = first.lists_form
-        if known is not None and known[0] is self:
-            form: Form | None = known[1]
-            return form
-        family = first.family.get("lists")
-        if family is None or family[0] is not self:
-            family = first.family["lists"] = (self, self._shape(producer, first))
-        shape: Shape | None = family[1]
-        form = None if shape is None else self._form(shape, first.content)
-        first.lists_form = (self, form)
-        return form
+        form: Form | None = first.lists_form
+        if form is None or form.lists is not self:
+            family = first.family.get("lists")
+            if family is None or family[0] is not self:
+                family = first.family["lists"] = (self, self._shape(producer, first))
+            form = first.lists_form = self._form(family[1], first.content)
+        return form if form.shape is not None else None
 
     def push(self, form: Form, headers: dict[str, Any], properties: dict[str, Any]) -> None:
         """Buffer one message: ``Producer.publish(..., headers=headers, **properties)``'s."""
         shape = form.shape
+        assert shape is not None  # form() hands out only forms with a shape
         own = {k: v for k, v in properties.items() if k not in internals.PUBLISH_PARAMETERS}
         own["delivery_mode"] = shape.delivery_mode
         expiration = properties.get("expiration")
@@ -151,14 +150,16 @@ class Lists:
             body_encoding=channel.body_encoding,
         )
 
-    def _form(self, shape: Shape, content: tuple[str, str, Any]) -> Form | None:
+    def _form(self, shape: Shape | None, content: tuple[str, str, Any]) -> Form:
         data = content[2]
+        if shape is None:
+            return Form(self, None)
         if isinstance(data, str):  # as Producer._prepare, for a body serialised already
             data = data.encode(shape.content_encoding)
         body, encoding = self.channel.encode_body(data, shape.body_encoding)
         if not isinstance(body, str) or encoding != shape.body_encoding:
-            return None  # bytes: not what the transport's JSON can hold
-        return Form(shape, body)
+            return Form(self, None)  # bytes: not what the transport's JSON can hold
+        return Form(self, shape, body)
 
 
 def _encoded(shape: Shape, message: dict[str, Any]) -> str:

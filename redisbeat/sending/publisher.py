@@ -83,6 +83,9 @@ class Publisher:
         #: By the id of the entry object, for as long as it lives: the beat's entry cache
         #: decides which entries are kept, and so which templates.
         self._by_entry: dict[int, Template] = {}
+        self._watching: dict[int, weakref.ref[Entry]] = {}
+        self._key_of: dict[int, int] = {}
+        self._dropped = self._entry_dropped
         #: By task and options: a template whose first message another entry's can be made
         #: from (its arguments put in).
         self._by_family: LRU[str, Template] = LRU(cache_size)
@@ -219,8 +222,16 @@ class Publisher:
         if sibling is None or sibling.first is None:
             self._by_family.put(family, template)
         self._by_entry[key] = template
-        weakref.finalize(entry, self._by_entry.pop, key, None).atexit = False
+        # One weak reference per entry (weakref.finalize would make four objects the garbage
+        # collector scans); its callback, made once, drops the template with the entry.
+        watch = weakref.ref(entry, self._dropped)
+        self._watching[key], self._key_of[id(watch)] = watch, key
         return template
+
+    def _entry_dropped(self, watch: weakref.ref[Entry]) -> None:
+        key = self._key_of.pop(id(watch))
+        self._by_entry.pop(key, None)
+        self._watching.pop(key, None)
 
     def _publish(
         self, template: Template, task_id: str, options: dict[str, Any]

@@ -89,8 +89,8 @@ class First:
     #: What the messages of every entry of this task and options share (one dict for all:
     #: :mod:`.lists` keeps its shape of them there).
     family: dict[str, Any] = field(default_factory=dict)
-    #: This entry's :class:`~.lists.Form`, with the :class:`~.lists.Lists` it is for.
-    lists_form: tuple[Any, Any] | None = None
+    #: This entry's :class:`~.lists.Form`, for the :class:`~.lists.Lists` it names.
+    lists_form: Any = None
 
     def with_arguments(
         self, headers: dict[str, Any], body: Any, content: tuple[str, str, Any]
