@@ -12,6 +12,7 @@ from .errors import (
     ConfigurationError,
     CorruptEntry,
     EntryNotFound,
+    EntryPaused,
     InvalidEntry,
     InvalidSchedule,
     MessageRefused,
@@ -19,12 +20,14 @@ from .errors import (
     RedisBeatError,
 )
 from .schedule.delayed import DelayedTask
-from .schedule.entry import Entry, occurrence_id
+from .schedule.entry import Entry
+from .schedule.ids import occurrence_id
 from .schedule.kinds import Clocked, Cron, Crontab, Interval, Schedule, Solar
 from .schedule.timing import next_due
 from .store import ScheduleStore
 from .store.errors import NotReplicated, StoreError, StoreRefused, StoreUnavailable
-from .store.records import BeatInfo, EntryState, Quarantined, SyncReport
+from .store.records import BeatInfo, SyncReport
+from .store.run_state import EntryState, Quarantined
 
 __version__ = "0.1.0"
 
@@ -38,6 +41,7 @@ __all__ = [
     "DelayedTask",
     "Entry",
     "EntryNotFound",
+    "EntryPaused",
     "EntryState",
     "Interval",
     "InvalidEntry",

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ConfigurationError
-from .urls import CLUSTER_SCHEMES, REDIS_SCHEMES, SENTINEL_SCHEME, ClusterURL, SentinelURL, redact
+from .urls import (
+    CLUSTER_SCHEMES,
+    REDIS_SCHEMES,
+    SENTINEL_SCHEME,
+    ClusterURL,
+    SentinelURL,
+    from_broker,
+    redact,
+)
 
 #: Setting name (without the ``redisbeat_`` prefix) -> default.
 DEFAULTS: dict[str, Any] = {
@@ -33,9 +42,23 @@ DEFAULTS: dict[str, Any] = {
     "summary_seconds": 60.0,
     "metrics_port": None,
     "metrics_address": "0.0.0.0",
+    "dst_gap": "shift",
+    "dst_fold": "once",
+    "catch_up_limit": 100,
 }
+#: The settings that take one of a few words, and those words (the schedule kinds' DST
+#: policies: a wall time a spring-forward gap skips, one a fall-back overlap repeats).
+CHOICES: dict[str, tuple[str, ...]] = {"dst_gap": ("shift", "skip"), "dst_fold": ("once", "twice")}
 #: The most shards a deployment may be split into.
 MAX_SHARDS = 1024
+#: The integer settings: the lowest and highest value, and how an error says so.
+INTEGERS: dict[str, tuple[int, float, str]] = {
+    "batch_size": (1, math.inf, "a positive integer"),
+    "entry_cache_size": (0, math.inf, "a non-negative integer"),
+    "quarantine_after": (0, math.inf, "a non-negative integer"),
+    "catch_up_limit": (1, math.inf, "a positive integer"),
+    "shards": (1, MAX_SHARDS, f"an integer from 1 to {MAX_SHARDS}"),
+}
 
 
 @dataclass(frozen=True)
@@ -75,6 +98,11 @@ class Config:
     #: Serve Prometheus metrics on this port (None: no metrics), on this address.
     metrics_port: int | None = None
     metrics_address: str = "0.0.0.0"
+    #: What a Crontab or Cron without its own DST policies gets when it is written.
+    dst_gap: str = "shift"
+    dst_fold: str = "once"
+    #: The most missed occurrences a ``catch_up="all"`` entry sends after downtime.
+    catch_up_limit: int = 100
 
     def __post_init__(self) -> None:
         schemes = (*REDIS_SCHEMES, SENTINEL_SCHEME, *CLUSTER_SCHEMES)
@@ -92,31 +120,21 @@ class Config:
             )
         self._check_positive()
         self._check_metrics()
-        if not isinstance(self.batch_size, int) or self.batch_size < 1:
-            raise ConfigurationError(
-                f"redisbeat_batch_size must be a positive integer: {self.batch_size!r}"
-            )
-        size = self.entry_cache_size
-        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            raise ConfigurationError(
-                f"redisbeat_entry_cache_size must be a non-negative integer: {size!r}"
-            )
-        after = self.quarantine_after
-        if not isinstance(after, int) or isinstance(after, bool) or after < 0:
-            raise ConfigurationError(
-                f"redisbeat_quarantine_after must be a non-negative integer: {after!r}"
-            )
+        for name, allowed in CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise ConfigurationError(
+                    f"redisbeat_{name} must be one of {', '.join(allowed)}: {getattr(self, name)!r}"
+                )
+        for name, (low, high, wording) in INTEGERS.items():
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+                raise ConfigurationError(f"redisbeat_{name} must be {wording}: {value!r}")
         ahead = self.claim_ahead_seconds
         number = isinstance(ahead, (int, float)) and not isinstance(ahead, bool)
         if not number or not 0 <= ahead <= self.lease_seconds / 4:
             raise ConfigurationError(
                 "redisbeat_claim_ahead_seconds must be a number from 0 to a quarter of "
                 f"redisbeat_lease_seconds ({self.lease_seconds / 4:g}): {ahead!r}"
-            )
-        shards = self.shards
-        if not isinstance(shards, int) or isinstance(shards, bool) or not 1 <= shards <= MAX_SHARDS:
-            raise ConfigurationError(
-                f"redisbeat_shards must be an integer from 1 to {MAX_SHARDS}: {shards!r}"
             )
 
     def _check_metrics(self) -> None:
@@ -217,7 +235,7 @@ class Config:
         master = get("sentinel_master")
         sentinel_options = _mapping("sentinel_options", get("sentinel_options"))
         if not url:
-            url, options, master, sentinel_options = _from_broker(
+            url, options, master, sentinel_options = from_broker(
                 conf, options, master, sentinel_options
             )
         options.setdefault("socket_timeout", get("socket_timeout"))
@@ -248,34 +266,10 @@ class Config:
             summary_seconds=get("summary_seconds"),
             metrics_port=get("metrics_port"),
             metrics_address=get("metrics_address"),
+            dst_gap=get("dst_gap"),
+            dst_fold=get("dst_fold"),
+            catch_up_limit=get("catch_up_limit"),
         )
-
-
-def _from_broker(
-    conf: Any, options: dict[str, Any], master: str | None, sentinel_options: dict[str, Any]
-) -> tuple[str, dict[str, Any], str | None, dict[str, Any]]:
-    """The store's URL and options lent by a Redis broker, for when none is set."""
-    url: str = conf.broker_url or ""
-    if not url.startswith((*REDIS_SCHEMES, SENTINEL_SCHEME)):
-        raise ConfigurationError(
-            "redisbeat_redis_url is not set and the broker URL "
-            f"({redact(url) or 'unset'}) is not a Redis URL: set redisbeat_redis_url "
-            "to the Redis server that holds the schedule"
-        )
-    # A Redis broker over TLS usually needs the same certificate options.
-    if url.startswith("rediss://") and isinstance(conf.broker_use_ssl, Mapping):
-        options = {**conf.broker_use_ssl, **options}
-    if url.startswith(SENTINEL_SCHEME):
-        # As kombu does: the master name and the sentinels' own connection options
-        # come from the transport options, TLS to the master from broker_use_ssl.
-        transport = conf.broker_transport_options or {}
-        if master is None:
-            master = transport.get("master_name")
-        if "redisbeat_sentinel_options" not in conf:
-            sentinel_options = dict(transport.get("sentinel_kwargs") or {})
-        if isinstance(conf.broker_use_ssl, Mapping):
-            options = {"ssl": True, **conf.broker_use_ssl, **options}
-    return url, options, master, sentinel_options
 
 
 #: redisbeat_django's own Django settings, which Celery sees too when it is configured from

@@ -49,6 +49,17 @@ class EntryNotFound(RedisBeatError, KeyError):
         return f"no entry named {self.name!r}"
 
 
+class EntryPaused(RedisBeatError):
+    """The entry is paused: what was asked (run it now) would end the pause."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+    def __str__(self) -> str:
+        return f"entry {self.name!r} is paused: resume it first"
+
+
 class MessageRefused(RedisBeatError):
     """The message of one entry cannot be built, or was refused for that entry (arguments the
     task's signature rejects, an option Celery refuses, a queue that does not exist).

@@ -1,10 +1,12 @@
-"""The store's Redis URL taken apart: one server, Sentinel, or a Redis Cluster's seed nodes.
+"""The store's Redis URL taken apart: one server, Sentinel, or a Redis Cluster's seed nodes,
+or lent by a Redis broker.
 
 Each error names the setting and says what is wrong, without the password.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -136,3 +138,30 @@ def redact(url: str) -> str:
     creds, host = rest.rsplit("@", 1)
     user = creds.split(":", 1)[0]
     return f"{scheme}://{user}:***@{host}" if ":" in creds else url
+
+
+def from_broker(
+    conf: Any, options: dict[str, Any], master: str | None, sentinel_options: dict[str, Any]
+) -> tuple[str, dict[str, Any], str | None, dict[str, Any]]:
+    """The store's URL and options lent by a Redis broker, for when none is set."""
+    url: str = conf.broker_url or ""
+    if not url.startswith((*REDIS_SCHEMES, SENTINEL_SCHEME)):
+        raise ConfigurationError(
+            "redisbeat_redis_url is not set and the broker URL "
+            f"({redact(url) or 'unset'}) is not a Redis URL: set redisbeat_redis_url "
+            "to the Redis server that holds the schedule"
+        )
+    # A Redis broker over TLS usually needs the same certificate options.
+    if url.startswith("rediss://") and isinstance(conf.broker_use_ssl, Mapping):
+        options = {**conf.broker_use_ssl, **options}
+    if url.startswith(SENTINEL_SCHEME):
+        # As kombu does: the master name and the sentinels' own connection options
+        # come from the transport options, TLS to the master from broker_use_ssl.
+        transport = conf.broker_transport_options or {}
+        if master is None:
+            master = transport.get("master_name")
+        if "redisbeat_sentinel_options" not in conf:
+            sentinel_options = dict(transport.get("sentinel_kwargs") or {})
+        if isinstance(conf.broker_use_ssl, Mapping):
+            options = {"ssl": True, **conf.broker_use_ssl, **options}
+    return url, options, master, sentinel_options

@@ -21,9 +21,9 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.safestring import SafeString
 
-from redisbeat.errors import EntryNotFound, RedisBeatError
+from redisbeat.errors import EntryNotFound, EntryPaused, RedisBeatError
 from redisbeat.schedule.timing import to_ms
-from redisbeat.store.records import EntryState
+from redisbeat.store.run_state import EntryState
 
 from . import sync
 from .columns import LIVE_ATTR, LIVE_COLUMNS, ChangeListColumns
@@ -32,6 +32,7 @@ from .delayed_admin import DelayedCallAdmin, DelayedTaskAdmin
 from .describe import NO_VALUE, format_time, name_list, preview, zone_info
 from .forms import PeriodicTaskForm
 from .models import PeriodicTask, SyncStatus
+from .pausing import PauseAdmin
 
 __all__ = ["DelayedCallAdmin", "DelayedTaskAdmin", "PeriodicTaskAdmin"]
 
@@ -75,7 +76,7 @@ else:  # ModelAdmin is generic only in the stubs
 
 
 @admin.register(PeriodicTask)
-class PeriodicTaskAdmin(ChangeListColumns, _ModelAdmin):
+class PeriodicTaskAdmin(ChangeListColumns, PauseAdmin, _ModelAdmin):
     form = PeriodicTaskForm
     list_display = ("name", "task", "schedule", "enabled", *LIVE_COLUMNS, "sync_cell")
     list_filter = ("enabled", "kind", "sync_status")
@@ -83,7 +84,14 @@ class PeriodicTaskAdmin(ChangeListColumns, _ModelAdmin):
     search_help_text = "Search by name, task or description."
     list_per_page = 100
     show_full_result_count = False
-    actions = ("enable_tasks", "disable_tasks", "run_now", "sync_tasks")
+    actions = (
+        "enable_tasks",
+        "disable_tasks",
+        "run_now",
+        "pause_selected",
+        "resume_selected",
+        "sync_tasks",
+    )
     radio_fields = {"kind": admin.HORIZONTAL}  # noqa: RUF012 (Django's own idiom)
     readonly_fields = STATUS_FIELDS
     save_on_top = True
@@ -100,10 +108,11 @@ class PeriodicTaskAdmin(ChangeListColumns, _ModelAdmin):
             ("minute", "hour", "day_of_month", "month_of_year", "day_of_week"),
             "cron_expression",
             "timezone",
+            ("dst_gap", "dst_fold"),
             "clocked_at",
             ("solar_event", "latitude", "longitude"),
             ("start_at", "end_at"),
-            "one_off",
+            ("one_off", "max_runs"),
             ("catch_up", "grace_seconds"),
         )
         routing = (
@@ -154,6 +163,9 @@ class PeriodicTaskAdmin(ChangeListColumns, _ModelAdmin):
             context["last_run"] = format_time(state.last_run_at, zone)
             if state.quarantined is not None:
                 context["set_aside_at"] = format_time(state.quarantined.at, zone)
+            if state.paused is not None:
+                until = state.paused.until
+                context["paused_until"] = format_time(until, zone) if until else "resumed"
         return render_to_string(f"{_TEMPLATES}/live_state.html", context)
 
     @admin.display(description="Sync")
@@ -222,7 +234,7 @@ class PeriodicTaskAdmin(ChangeListColumns, _ModelAdmin):
                 return
             rejected = result.rejected
             self._report_rejected(request, rejected)
-        due, missing = [], []
+        due, missing, paused = [], [], []
         try:
             store = get_store()
             for name in (r.name for r in rows if r.name not in rejected):
@@ -231,6 +243,8 @@ class PeriodicTaskAdmin(ChangeListColumns, _ModelAdmin):
                     due.append(name)
                 except EntryNotFound:
                     missing.append(name)
+                except EntryPaused:
+                    paused.append(name)
             beats = store.beats() if due else []
         except UNAVAILABLE as exc:
             messages.error(
@@ -239,6 +253,8 @@ class PeriodicTaskAdmin(ChangeListColumns, _ModelAdmin):
             return
         if missing:
             messages.error(request, f"Not in Redis (try syncing them): {name_list(missing)}.")
+        if paused:
+            messages.error(request, f"Paused (resume them first): {name_list(paused)}.")
         if due:
             messages.success(request, f"Made due now (a beat sends it at once): {name_list(due)}.")
             if not beats:
@@ -252,6 +268,8 @@ class PeriodicTaskAdmin(ChangeListColumns, _ModelAdmin):
         return [
             path("beats/", wrap(self.beats_view), name=f"{info}_beats"),
             path("<path:object_id>/run-now/", wrap(self.run_now_view), name=f"{info}_run_now"),
+            path("<path:object_id>/pause/", wrap(self.pause_view), name=f"{info}_pause"),
+            path("<path:object_id>/resume/", wrap(self.resume_view), name=f"{info}_resume"),
             *super().get_urls(),
         ]
 

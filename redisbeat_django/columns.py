@@ -10,7 +10,7 @@ from django.contrib import admin
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from redisbeat.store.records import EntryState
+from redisbeat.store.run_state import EntryState
 
 from .describe import NO_VALUE, describe, format_time, time_cell
 from .models import PeriodicTask
@@ -47,6 +47,17 @@ class ChangeListColumns:
             )
         if state is not None and state.running:
             return format_html("<strong>{}</strong>", "sending now")
+        if state is not None and state.stopped == "max_runs":
+            return format_html(
+                '<span title="{}">{}</span>', "it sent as many runs as its max runs", "done"
+            )
+        if state is not None and state.paused is not None:
+            until = state.paused.until
+            return format_html(
+                '<span class="rb-paused" title="{}">{}</span>',
+                state.paused.note,
+                f"paused until {format_time(until)}" if until else "paused",
+            )
         cell = time_cell(state.next_run_at if state else None)
         if state is not None and state.failures:
             return format_html(

@@ -19,8 +19,8 @@ from redisbeat import Entry
 from redisbeat.errors import InvalidEntry, InvalidSchedule, RedisBeatError
 from redisbeat.schedule.kinds import get_zone
 from redisbeat.schedule.timing import from_ms, to_ms
-from redisbeat.schedule.words import cron_text, solar_text
-from redisbeat.store.records import EntryState
+from redisbeat.schedule.words import cron_text, dst_text, solar_text
+from redisbeat.store.run_state import EntryState
 
 from .conf import get_store
 from .entries import form_field
@@ -34,6 +34,29 @@ def default_zone() -> str:
         return get_store().timezone
     except (RedisBeatError, ValueError):
         return "UTC"
+
+
+def with_defaults(entry: Entry) -> Entry:
+    """``entry`` with the zone and DST policies the store fills in when it writes it."""
+    try:
+        return get_store().with_defaults(entry)
+    except (RedisBeatError, ValueError):
+        return entry.with_defaults(default_zone())
+
+
+#: What each catch-up policy does, for the preview's notes.
+CATCH_UP_NOTES = {
+    "once": "After downtime, one run is sent for all the runs missed.",
+    "skip": "After downtime, missed runs are skipped.",
+    "all": "After downtime, every run missed is sent, oldest first.",
+}
+#: What each DST policy does, for the preview's notes.
+DST_NOTES = {
+    "shift": "a run whose time the clocks skip in spring runs as they go forward",
+    "skip": "a run whose time the clocks skip in spring is skipped that day",
+    "once": "a run whose time the clocks repeat in autumn runs once, before they go back",
+    "twice": "a run whose time the clocks repeat in autumn runs in both passes",
+}
 
 
 def zone_of(row: Any) -> str:
@@ -52,7 +75,8 @@ def describe(row: Any, *, with_zone: bool = True) -> str:
             text = cron_text(" ".join(f.strip() or "*" for f in fields), either=False)
         else:
             text = cron_text(row.cron_expression.strip(), either=True)
-        return f"{text} ({zone_of(row)})" if with_zone else text
+        policies = dst_text(row.dst_gap or None, row.dst_fold or None)
+        return f"{text} ({zone_of(row)}{policies})" if with_zone else text
     if kind == "clocked":
         if row.clocked_at is None:
             return "Once (no time set)"
@@ -132,12 +156,12 @@ def preview(row: Any, state: EntryState | None) -> dict[str, Any]:
     """What the change form's schedule preview shows: text, next runs, notes (or an error)."""
     zone = zone_of(row)
     try:
-        entry = row.to_entry()
+        entry = with_defaults(row.to_entry())
     except InvalidEntry as exc:
         return {"error": f"Not a valid schedule ({form_field(row, exc.field)}: {exc.message})"}
     live = state.next_run_at if state and row.sync_status == "synced" and row.enabled else None
     try:
-        runs = next_runs(replace(entry, enabled=True), zone, first=live)
+        runs = next_runs(replace(entry, enabled=True, max_runs=None), zone, first=live)
     except (ImportError, RedisBeatError, ValueError) as exc:
         return {"description": describe(row), "error": f"Cannot compute run times: {exc}"}
     now, notes = datetime.now(timezone.utc), []
@@ -149,10 +173,13 @@ def preview(row: Any, state: EntryState | None) -> dict[str, Any]:
         notes.append(f"Ends {format_time(row.end_at, get_zone(zone))}.")
     if row.one_off:
         notes.append("One-off: runs once, then never again.")
-    if row.catch_up == "skip":
-        notes.append("After downtime, missed runs are skipped.")
-    else:
-        notes.append("After downtime, one run is sent for all the runs missed.")
+    if row.max_runs:
+        notes.append(f"Runs at most {row.max_runs} time{'s' if row.max_runs > 1 else ''}.")
+    if row.kind in ("crontab", "cron"):
+        gap = getattr(entry.schedule, "dst_gap", None) or "shift"  # None: the usual ones
+        fold = getattr(entry.schedule, "dst_fold", None) or "once"
+        notes.append(f"Daylight saving: {DST_NOTES[gap]}; {DST_NOTES[fold]}.")
+    notes.append(CATCH_UP_NOTES.get(row.catch_up, CATCH_UP_NOTES["once"]))
     return {
         "description": describe(row),
         "zone": zone,

@@ -59,6 +59,7 @@ def schedule_of(row: Any) -> Schedule:
     """The schedule a row describes; ``InvalidEntry`` names the missing or bad field."""
     name, kind = row.name or "?", row.kind
     tz = row.timezone or None
+    dst = {"dst_gap": row.dst_gap or None, "dst_fold": row.dst_fold or None}
     if kind == "interval":
         if not row.every:
             raise InvalidEntry(name, "every", "is required for an interval schedule")
@@ -73,11 +74,12 @@ def schedule_of(row: Any) -> Schedule:
             day_of_month=row.day_of_month,
             month_of_year=row.month_of_year,
             tz=tz,
+            **dst,
         )
     if kind == "cron":
         if not row.cron_expression.strip():
             raise InvalidEntry(name, "cron_expression", "is required for a cron schedule")
-        return Cron(row.cron_expression.strip(), tz=tz)
+        return Cron(row.cron_expression.strip(), tz=tz, **dst)
     if kind == "clocked":
         if row.clocked_at is None:
             raise InvalidEntry(name, "clocked_at", "is required for a one-time schedule")
@@ -140,6 +142,7 @@ def to_entry(row: Any) -> Entry:
         grace=None if row.grace_seconds is None else float(row.grace_seconds),
         source=SOURCE,
         description=row.description,
+        max_runs=row.max_runs,
     )
 
 

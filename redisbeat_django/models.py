@@ -41,6 +41,17 @@ class Period(models.TextChoices):
 class CatchUp(models.TextChoices):
     ONCE = "once", _("Send one run for the runs missed")
     SKIP = "skip", _("Skip missed runs")
+    ALL = "all", _("Send every missed run, oldest first")
+
+
+class DstGap(models.TextChoices):
+    SHIFT = "shift", _("Run when the clocks have gone forward")
+    SKIP = "skip", _("No run that day")
+
+
+class DstFold(models.TextChoices):
+    ONCE = "once", _("Run once, before the clocks go back")
+    TWICE = "twice", _("Run in both passes")
 
 
 class SyncStatus(models.TextChoices):
@@ -145,6 +156,26 @@ class PeriodicTask(models.Model):
         blank=True,
         help_text=_("For crontab and cron schedules; empty means the Celery time zone."),
     )
+    dst_gap = models.CharField(
+        _("time skipped by DST"),
+        max_length=8,
+        blank=True,
+        choices=DstGap.choices,
+        help_text=_(
+            "A run whose wall time the spring-forward change skips (02:30 in Europe). "
+            "Empty means the deployment's redisbeat_dst_gap (shift)."
+        ),
+    )
+    dst_fold = models.CharField(
+        _("time repeated by DST"),
+        max_length=8,
+        blank=True,
+        choices=DstFold.choices,
+        help_text=_(
+            "A run whose wall time the fall-back change repeats. "
+            "Empty means the deployment's redisbeat_dst_fold (once)."
+        ),
+    )
     clocked_at = models.DateTimeField(_("run at"), null=True, blank=True)
     solar_event = models.CharField(
         _("solar event"), max_length=24, blank=True, choices=SOLAR_CHOICES
@@ -159,6 +190,13 @@ class PeriodicTask(models.Model):
     enabled = models.BooleanField(_("enabled"), default=True, db_index=True)
     one_off = models.BooleanField(
         _("one-off"), default=False, help_text=_("Run once, then stay stored but never again.")
+    )
+    max_runs = models.PositiveIntegerField(
+        _("at most this many runs"),
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text=_("Then it leaves the schedule, and its live state says why. Empty: no limit."),
     )
     start_at = models.DateTimeField(_("start at"), null=True, blank=True)
     end_at = models.DateTimeField(_("end at"), null=True, blank=True)

@@ -14,7 +14,7 @@ from redisbeat import Entry, Interval
 from redisbeat.config import Config
 from redisbeat.errors import ConfigurationError, CorruptEntry
 from redisbeat.schedule.cache import ADMIT_EVERY, LRU, EntryCache
-from redisbeat.schedule.entry import OCCURRENCE_NAMESPACE, occurrence_id
+from redisbeat.schedule.ids import OCCURRENCE_NAMESPACE, occurrence_id
 
 
 def definition(name: str, every: float = 60) -> str:

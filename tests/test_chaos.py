@@ -20,7 +20,7 @@ from benchmarks.chaos.report import markdown_table
 from benchmarks.chaos.rules import quiet_bound, rules
 from benchmarks.chaos.scenarios import CI, SCENARIOS, Outcome, run
 from redisbeat import Entry
-from redisbeat.schedule.entry import occurrence_id
+from redisbeat.schedule.ids import occurrence_id
 from redisbeat.schedule.kinds import Clocked, Cron, Interval
 from redisbeat.schedule.timing import from_ms
 from redisbeat_testkit.ports import wait_until

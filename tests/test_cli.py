@@ -16,7 +16,7 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from redisbeat import Cron, Entry, Interval, ScheduleStore
+from redisbeat import Cron, Crontab, Entry, Interval, ScheduleStore
 from redisbeat.cli import celery_command, main
 from redisbeat.config import Config
 from redisbeat_testkit.ports import free_port, wait_until
@@ -101,6 +101,8 @@ SAMPLE_ARGS = {
     "enable": ["a"],
     "disable": ["a"],
     "run": ["a"],
+    "pause": ["a"],
+    "resume": ["a"],
     "status": [],
     "beats": [],
     "quarantine list": [],
@@ -142,8 +144,15 @@ def test_add_each_kind_and_show_its_next_runs_in_its_zone_and_in_words(cli, stor
     assert cli("add", "tick", "proj.ping", "--every", "1m30s").exit_code == 0
     added = cli("add", "berlin", "proj.ping", "--cron", "0 9 * * 1-5", "--tz", "Europe/Berlin")
     assert added.exit_code == 0, added.output
-    crontab = cli("add", "nightly", "proj.ping", "--crontab", "30 2 * * *", "--queue", "low")
+    crontab = cli(
+        "add", "nightly", "proj.ping", "--crontab", "30 2 * * *", "--queue", "low",
+        "--tz", "Europe/Berlin", "--dst-gap", "skip", "--dst-fold", "twice",
+    )  # fmt: skip
     assert crontab.exit_code == 0, crontab.output
+    assert store.get("nightly").schedule == Crontab(
+        "30", "2", tz="Europe/Berlin", dst_gap="skip", dst_fold="twice"
+    )
+    assert "no run in the DST gap" in as_json(cli("show", "nightly", "--json"))["schedule"]
     at = (datetime.now(timezone.utc) + timedelta(days=1)).replace(microsecond=0)
     assert cli("add", "once", "proj.ping", "--at", at.isoformat()).exit_code == 0
     assert store.get("tick").schedule == Interval(90)
@@ -172,6 +181,8 @@ def test_add_each_kind_and_show_its_next_runs_in_its_zone_and_in_words(cli, stor
         (["--crontab", "* * *"], "entry 'bad': field 'schedule': --crontab takes five"),
         (["--cron", "0 9 * * *", "--tz", "Mars/Olympus"], "entry 'bad': field 'schedule.tz'"),
         (["--at", "2030-01-01T09:00:00"], "entry 'bad': field 'schedule.at'"),
+        (["--every", "1h", "--dst-gap", "skip"], "--dst-gap and --dst-fold go with --crontab"),
+        (["--cron", "* * * * *", "--dst-fold", "3"], "'3' is not one of 'once', 'twice'"),
         ([], "give one schedule"),
     ],
 )
@@ -180,6 +191,26 @@ def test_add_refuses_bad_input_naming_the_entry_and_field(cli, store, args, mess
     assert result.exit_code in (1, 2)
     assert message in result.output
     assert "bad" not in store
+
+
+def test_pause_and_resume_from_the_command_line(cli, store):
+    store.upsert(Entry("e", "proj.ping", Interval(60)))
+    paused = cli("pause", "e", "--until", "2031-06-01T12:00:00+00:00", "--note", "summer")
+    assert paused.exit_code == 0, paused.output
+    assert "e: paused until 2031-06-01T12:00:00+00:00; next run" in paused.output
+    assert store.state("e").paused.note == "summer"  # type: ignore[union-attr]
+    assert "paused until 2031-06-01T12:00:00+00:00: summer" in cli("show", "e").output
+    state = as_json(cli("show", "e", "--json"))["state"]
+    assert state["paused"]["note"] == "summer"
+    refused = cli("run", "e")
+    assert refused.exit_code == 1 and "entry 'e' is paused: resume it first" in refused.output
+    assert "e: resumed; next run" in cli("resume", "e").output
+    assert store.state("e").paused is None
+    assert "e: was not paused" in cli("resume", "e").output
+    naive = cli("pause", "e", "--until", "2031-06-01T12:00")
+    assert naive.exit_code == 2 and "give the UTC offset" in naive.output
+    assert "e: paused until resumed" in cli("pause", "e").output
+    assert "no entry named 'nope'" in cli("pause", "nope").output
 
 
 def test_add_does_not_replace_without_being_asked(cli, store):

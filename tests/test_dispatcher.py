@@ -210,6 +210,77 @@ def test_catch_up_skip_sends_the_last_occurrence_when_it_is_within_the_grace(sto
     assert (sent_due - due) % 1000 == 0 and sent_due > store.now_ms() - 2000
 
 
+def test_catch_up_all_sends_every_missed_occurrence_oldest_first_each_under_its_own_id(
+    store, client
+):
+    store.upsert(every("e", 1, catch_up="all"))
+    due = make_due(client, store, "e", 5_500)  # six occurrences due: -5.5 s ... -0.5 s
+    rec = Recorder()
+    beat = dispatcher(store, rec, claim_ahead_seconds=0)
+    deadline = time.monotonic() + 10
+    while len(rec.sent) < 6 and time.monotonic() < deadline:
+        beat.tick()
+    sent_dues = [d for _, d, _ in rec.sent]
+    assert sent_dues[:6] == [due + i * 1000 for i in range(6)]
+    assert [t for _, _, t in rec.sent] == [
+        occurrence_id(store.keys.prefix, "e", d) for d in sent_dues
+    ]
+    assert store.state("e").total_run_count == len(rec.sent)
+    # Caught up: the next one is in the future, on the same grid.
+    score = client.zscore(store.keys.schedule, "e")
+    assert score > store.now_ms() - 1000 and (score - due) % 1000 == 0
+
+
+@pytest.mark.parametrize(
+    ("grace", "limit", "expected"), [(None, 3, 3), (2.9, 100, 3), (None, 100, 30)]
+)
+def test_catch_up_all_sends_only_the_newest_within_the_grace_and_the_limit(
+    store, client, grace, limit, expected
+):
+    store.upsert(every("e", 1, catch_up="all", grace=grace))
+    due = make_due(client, store, "e", 29_500)  # thirty due
+    rec = Recorder()
+    beat = dispatcher(store, rec, claim_ahead_seconds=0, catch_up_limit=limit)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (not rec.sent or rec.sent[-1][1] < due + 29_000):
+        beat.tick()
+    sent_dues = [d for _, d, _ in rec.sent]
+    assert sent_dues[:expected] == [due + (30 - expected + i) * 1000 for i in range(expected)]
+
+
+def test_max_runs_sends_that_many_then_the_entry_leaves_the_schedule_until_raised(store, client):
+    store.upsert(every("e", 0.2, max_runs=3))
+    rec = Recorder()
+    beat = dispatcher(store, rec, claim_ahead_seconds=0)
+    wait_until(
+        lambda: (
+            beat.tick() is not None
+            and len(rec.sent) >= 3
+            and (client.zscore(store.keys.schedule, "e") is None)
+        ),
+        10,
+        "three sends",
+    )
+    assert len(rec.sent) == 3
+    state = store.state("e")
+    assert state.total_run_count == 3 and state.stopped == "max_runs"
+    assert state.next_run_at is None and store.next_runs("e") == []
+    store.upsert(every("e", 0.2, max_runs=3, description="an edit that keeps the limit"))
+    assert client.zscore(store.keys.schedule, "e") is None
+    store.upsert(every("e", 0.2, max_runs=5))
+    assert len(store.next_runs("e", 10)) == 2 and store.state("e").stopped is None
+    wait_until(
+        lambda: (
+            beat.tick() is not None
+            and len(rec.sent) >= 5
+            and (client.zscore(store.keys.schedule, "e") is None)
+        ),
+        10,
+        "two more sends",
+    )
+    assert len(rec.sent) == 5 and len({t for _, _, t in rec.sent}) == 5
+
+
 @pytest.mark.parametrize(
     ("policy", "grace", "late_s", "sent"),
     [
@@ -217,6 +288,8 @@ def test_catch_up_skip_sends_the_last_occurrence_when_it_is_within_the_grace(sto
         ("skip", 60, 30, True),
         ("once", 10, 30, False),
         ("once", 60, 30, True),
+        ("all", 10, 30, False),
+        ("all", None, 30, True),
     ],
 )
 def test_the_grace_window_decides_whether_a_late_occurrence_is_sent(

@@ -38,6 +38,8 @@ from redisbeat.errors import InvalidSchedule
 from redisbeat.schedule.codec import from_json, to_json
 from redisbeat.schedule.kinds import (
     CRONTAB_FIELDS,
+    DST_FOLD_POLICIES,
+    DST_GAP_POLICIES,
     MAX_INTERVAL,
     SOLAR_EVENTS,
     Clocked,
@@ -241,7 +243,17 @@ def crontabs(draw: st.DrawFn) -> Schedule:
         reject()  # a day that never comes, such as 31 February
     assert isinstance(sched, Crontab)
     tz = draw(st.none() | st.sampled_from(ZONES))
-    return dataclasses.replace(sched, tz=tz)
+    return dataclasses.replace(sched, tz=tz, **draw(dst_policies()))
+
+
+def dst_policies() -> st.SearchStrategy[dict[str, str | None]]:
+    """A wall-clock schedule's DST policies, each often left to the deployment (None)."""
+    return st.fixed_dictionaries(
+        {
+            "dst_gap": st.none() | st.sampled_from(DST_GAP_POLICIES),
+            "dst_fold": st.none() | st.sampled_from(DST_FOLD_POLICIES),
+        }
+    )
 
 
 # Cron fields in croniter's order with seconds first: name, low, high, names.
@@ -306,7 +318,7 @@ def crons(draw: st.DrawFn) -> Schedule:
     expr = draw(cron_fields(wild=False) | st.sampled_from(ALIASES))
     tz = draw(st.none() | st.sampled_from(ZONES))
     try:
-        return Cron(expr, tz=tz)
+        return Cron(expr, tz=tz, **draw(dst_policies()))
     except InvalidSchedule:
         reject()  # "?" where it is not allowed, a day that never comes, ...
 
@@ -375,7 +387,7 @@ def entries(draw: st.DrawFn, schedules: st.SearchStrategy[Schedule]) -> Entry:
         start_at=start,
         end_at=end,
         one_off=draw(st.booleans()),
-        catch_up=draw(st.sampled_from(["once", "skip"])),
+        catch_up=draw(st.sampled_from(["once", "skip", "all"])),
         grace=draw(grace),
         source=draw(
             st.sampled_from(["api", "config", "django"]) | st.text(min_size=1, max_size=64)
@@ -454,39 +466,47 @@ def check_solar_runs(sched: Solar, runs: list[int]) -> None:
         assert (rise > 0) == (proto.method == "next_rising"), (sched, from_ms(run), rise)
 
 
-def wall_to_ms(wall: datetime, zone_name: str) -> int | None:
-    """The instant a naive wall time fires at by the documented DST rules (None: unknown)."""
+def wall_to_ms(wall: datetime, zone_name: str, sched: Crontab | Cron) -> list[int] | None:
+    """The instants a naive wall time fires at by the documented DST rules and the
+    schedule's policies (None: unknown)."""
     zone = ZoneInfo(zone_name)
     first, second = wall.replace(tzinfo=zone, fold=0), wall.replace(tzinfo=zone, fold=1)
     first_offset, second_offset = first.utcoffset(), second.utcoffset()
     assert first_offset is not None and second_offset is not None
-    if first_offset >= second_offset:  # an ordinary wall time, or the first of two
-        return to_ms(first)
+    if first_offset == second_offset:  # an ordinary wall time
+        return [to_ms(first)]
+    if first_offset > second_offset:  # repeated: the first pass, and the second if "twice"
+        return [to_ms(first), to_ms(second)] if sched.dst_fold == "twice" else [to_ms(first)]
+    if sched.dst_gap == "skip":
+        return []
     # Skipped by a gap: fires at the transition, between the two readings of the wall time.
     lo, hi = to_ms(second), to_ms(first)
-    return next((s * 1000 for s in transitions(zone_name) if lo < s * 1000 <= hi), None)
+    at = next((s * 1000 for s in transitions(zone_name) if lo < s * 1000 <= hi), None)
+    return None if at is None else [at]
 
 
 def wall_clock_oracle(sched: Crontab | Cron, after_ms: int, zone_name: str) -> list[int]:
     """The next runs by brute force: every wall time from well before, placed by the rules."""
     spec = cron_spec(sched)
     zone = ZoneInfo(zone_name)
-    # Wall times fire in their order, so those before the wall clock an hour before ``after``
-    # fire before ``after``: start there.
-    start = (from_ms(after_ms) - timedelta(hours=1)).astimezone(zone).replace(tzinfo=None)
+    # A wall time's first instant never decreases as the wall time grows, and no zone
+    # repeats more than three hours: the wall clock three hours before ``after`` is early
+    # enough for every run after it, second passes included.
+    start = (from_ms(after_ms) - timedelta(hours=3)).astimezone(zone).replace(tzinfo=None)
     walls = croniter(spec.expr, start, day_or=spec.day_or, second_at_beginning=spec.seconds_first)
-    out: list[int] = []
+    out: set[int] = set()
     with bounded(f"the oracle for {sched!r}"):
-        while len(out) < RUNS:
+        while True:
             try:
-                at = wall_to_ms(walls.get_next(datetime), zone_name)
+                at = wall_to_ms(walls.get_next(datetime), zone_name, sched)
             except CroniterBadDateError:
                 break
             if at is None:  # past the transitions table
                 break
-            if at > after_ms and (not out or at > out[-1]):
-                out.append(at)
-    return out
+            if at and len(out) >= RUNS and at[0] > sorted(out)[RUNS - 1]:
+                break
+            out.update(ms for ms in at if ms > after_ms)
+    return sorted(out)[:RUNS]
 
 
 def zone_of(sched: Schedule, default: str) -> str:

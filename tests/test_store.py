@@ -9,11 +9,13 @@ import redis
 
 from redisbeat import (
     Clocked,
+    ConfigurationError,
     CorruptEntry,
     Cron,
     Crontab,
     Entry,
     EntryNotFound,
+    Interval,
     InvalidEntry,
     InvalidSchedule,
     OwnershipError,
@@ -85,6 +87,19 @@ def test_a_crontab_entry_takes_the_stores_time_zone_when_it_has_none(redis_serve
     assert isinstance(stored, Crontab) and stored.tz == "Asia/Tokyo"
     due = datetime.fromtimestamp(c.zscore(s.keys.schedule, "e") / 1000, UTC)
     assert due.hour == 0 and due.minute == 0  # 09:00 in Tokyo
+    s.close()
+
+
+def test_a_wall_clock_entry_takes_the_stores_dst_policies_where_it_has_none(redis_server, prefix):
+    c = redis.Redis.from_url(redis_server.url(), decode_responses=True)
+    s = ScheduleStore(c, prefix=prefix, dst_gap="skip", dst_fold="twice")
+    s.upsert_many([entry("a", schedule=Cron("0 9 * * *")), entry("b", schedule=Interval(60))])
+    s.upsert(entry("c", schedule=Crontab("0", "9", dst_gap="shift")))
+    assert s.get("a").schedule == Cron("0 9 * * *", tz="UTC", dst_gap="skip", dst_fold="twice")
+    assert s.get("b").schedule == Interval(60)
+    assert s.get("c").schedule == Crontab("0", "9", tz="UTC", dst_gap="shift", dst_fold="twice")
+    with pytest.raises(ConfigurationError, match="dst_gap must be one of"):
+        ScheduleStore(c, prefix=prefix, dst_gap="never")
     s.close()
 
 
@@ -213,6 +228,8 @@ BAD = [
     (dict(grace=-1), "grace"),
     (dict(start_at=datetime(2030, 1, 1)), "start_at"),
     (dict(enabled="yes"), "enabled"),
+    (dict(max_runs=0), "max_runs"),
+    (dict(max_runs=True), "max_runs"),
 ]
 
 
@@ -227,6 +244,15 @@ def test_bad_input_is_rejected_naming_the_entry_and_field_before_anything_is_wri
     assert info.value.field.startswith(field)
     assert f"field {info.value.field!r}" in str(info.value)
     assert len(store) == 0
+
+
+def test_max_runs_is_stored_only_when_set_so_older_definitions_read_back_alike(store, client):
+    plain = entry("plain")
+    assert "max_runs" not in plain.dumps()
+    limited = entry("limited", max_runs=7)
+    assert '"max_runs":7' in limited.dumps()
+    store.upsert_many([plain, limited])
+    assert store.get("plain").max_runs is None and store.get("limited").max_runs == 7
 
 
 @pytest.mark.parametrize(

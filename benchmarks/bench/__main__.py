@@ -1,7 +1,7 @@
 """`python -m benchmarks.bench`: redisbeat, celery-redbeat and django-celery-beat, measured in
 turn on the same machine, workload and run.
 
-    python -m benchmarks.bench                         # the quick profile (about 10 minutes)
+    python -m benchmarks.bench                         # the quick profile (about 30 minutes)
     python -m benchmarks.bench --profile full          # every rate, size and beat count
     python -m benchmarks.bench -s capacity -S redisbeat
 

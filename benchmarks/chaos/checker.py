@@ -19,7 +19,7 @@ from croniter import croniter
 
 from redisbeat import Entry, ScheduleStore
 from redisbeat.errors import EntryNotFound
-from redisbeat.schedule.entry import occurrence_id
+from redisbeat.schedule.ids import occurrence_id
 from redisbeat.schedule.kinds import Clocked, Cron, Interval
 from redisbeat.schedule.timing import to_ms
 

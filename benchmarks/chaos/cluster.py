@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import random
 import signal
 import time
@@ -15,6 +14,7 @@ from redisbeat import ScheduleStore
 from redisbeat.config import Config
 from redisbeat.store.keys import Keys
 from redisbeat.store.records import BeatInfo
+from redisbeat_testkit.faketime import libfaketime
 from redisbeat_testkit.ports import wait_until
 from redisbeat_testkit.processes import Beat, Beats
 from redisbeat_testkit.proxy import TcpProxy
@@ -22,21 +22,6 @@ from redisbeat_testkit.redis_server import RedisServer
 from redisbeat_testkit.sentinel import SentinelGroup
 
 from .store_cluster import StoreCluster
-
-FAKETIME_GLOBS = (
-    "/usr/lib/*/faketime/libfaketime.so.1",
-    "/usr/lib/faketime/libfaketime.so.1",
-    "/usr/local/lib/faketime/libfaketime.so.1",
-)
-
-
-def libfaketime() -> str:
-    """Debian's libfaketime (package ``faketime``), which `make chaos` installs."""
-    for pattern in FAKETIME_GLOBS:
-        found = sorted(glob.glob(pattern))
-        if found:
-            return found[0]
-    raise RuntimeError("libfaketime is not installed (Debian/Ubuntu: apt-get install faketime)")
 
 
 def _beats_or_none(store: ScheduleStore) -> list[BeatInfo]:

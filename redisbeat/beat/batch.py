@@ -16,8 +16,10 @@ from typing import Protocol
 from ..config import Config
 from ..errors import CorruptEntry, MessageRefused
 from ..schedule.cache import EntryCache
+from ..schedule.catch_up import oldest_missed
 from ..schedule.delayed import entry_of
-from ..schedule.entry import Entry, occurrence_id
+from ..schedule.entry import Entry
+from ..schedule.ids import occurrence_id
 from ..schedule.timing import from_ms
 from ..store import ScheduleStore
 from ..store.errors import StoreError
@@ -137,19 +139,17 @@ class BatchSender:
         return self.entries.load(claim.definition, claim.name)
 
     def _send(self, entry: Entry, claim: Claim, now_ms: int) -> Outcome:
-        tz = self.config.timezone
         recovered = claim.recovered
-        # Claimed a period or more late: the last occurrence due by the claim stands for all
-        # those missed (the same one whichever beat sends it, after a crash too).
-        due_ms = entry.latest_due_ms(claim.due_ms, claim.claimed_ms, tz)
-        # A recovered occurrence may have run already, so it cannot stand in for the ones
-        # that fell due while its claim was stuck: those come next, under the catch-up policy.
-        next_due = entry.next_due_ms(due_ms, due_ms if recovered else now_ms, tz)
+        due_ms, next_due = self._occurrence(entry, claim, now_ms)
+        if due_ms is None:  # catch_up="all", and every one missed is past the grace
+            log.info("redisbeat: %s missed every occurrence within its grace", entry.name)
+            return Outcome(claim.name, "skipped", claim.due_ms, next_due)
         # A delayed task's claim name (its key after a mark) keeps its ids apart from an entry's.
         task_id = occurrence_id(self.config.key_prefix, claim.name, due_ms)
         # A recovered claim was already decided (and maybe sent) by a beat that died: send
-        # the same occurrence again, whatever its lateness now.
-        if not recovered and entry.is_missed(due_ms, now_ms):
+        # the same occurrence again, whatever its lateness now; catch_up="all" chose within
+        # the grace already.
+        if not recovered and entry.catch_up != "all" and entry.is_missed(due_ms, now_ms):
             log.info(
                 "redisbeat: %s missed its occurrence due %d ms ago; skipped (catch_up=%s)",
                 entry.name,
@@ -157,7 +157,7 @@ class BatchSender:
                 entry.catch_up,
             )
             return Outcome(claim.name, "skipped", due_ms, next_due)
-        sent = Outcome(claim.name, "sent", due_ms, next_due, task_id)
+        sent = Outcome(claim.name, "sent", due_ms, next_due, task_id, max_runs=entry.max_runs)
         log.info("Scheduler: Sending due task %s (%s)", entry.name, entry.task)
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
@@ -175,6 +175,24 @@ class BatchSender:
             log.exception("redisbeat: could not send %s; handing it back", entry.name)
             return Outcome(claim.name, "release", due_ms)
         return sent
+
+    def _occurrence(self, entry: Entry, claim: Claim, now_ms: int) -> tuple[int | None, int | None]:
+        """The occurrence a claim sends (None: none) and the entry's next due time."""
+        tz = self.config.timezone
+        if entry.catch_up == "all":
+            # Each one missed in turn, oldest first: the next is due at once until caught up.
+            limit = self.config.catch_up_limit
+            oldest = oldest_missed(entry, claim.due_ms, claim.claimed_ms, tz, limit)
+            if oldest is None:
+                latest = entry.latest_due_ms(claim.due_ms, claim.claimed_ms, tz)
+                return None, entry.next_due_ms(latest, now_ms, tz)
+            return oldest, entry.next_due_ms(oldest, oldest, tz)
+        # Claimed a period or more late: the last occurrence due by the claim stands for all
+        # those missed (the same one whichever beat sends it, after a crash too).
+        due_ms = entry.latest_due_ms(claim.due_ms, claim.claimed_ms, tz)
+        # A recovered occurrence may have run already, so it cannot stand in for the ones
+        # that fell due while its claim was stuck: those come next, under the catch-up policy.
+        return due_ms, entry.next_due_ms(due_ms, due_ms if claim.recovered else now_ms, tz)
 
     def _reschedule(self, name: str, entry: Entry, now_ms: int) -> Outcome:
         # Its due time in Redis was not a valid time: nothing to send, only a schedule to mend.

@@ -23,6 +23,7 @@ from ..schedule.entry import Entry
 from ..schedule.from_celery import config_entries
 from ..sending import Publisher
 from ..store import ScheduleStore
+from ..store.base import usual_or
 from .deploys import BeatSchedule
 from .loop import Dispatcher, make_beat_id
 
@@ -63,6 +64,9 @@ class RedisScheduler(Scheduler):
 
     def __init__(self, app: Any, *args: Any, **kwargs: Any) -> None:
         config = Config.from_app(app)
+        #: What the store fills into a Crontab or Cron written without it (setup_schedule
+        #: runs inside Scheduler.__init__, before the store exists).
+        self._fill = (config.timezone, *usual_or(config.dst_gap, config.dst_fold))
         self._config_entries: list[Entry] = []
         self._beat_schedule: BeatSchedule | None = None
         self._busy = False
@@ -89,7 +93,9 @@ class RedisScheduler(Scheduler):
     def setup_schedule(self) -> None:
         # Bad static entries stop the beat at once, with the entry and field named; pushing
         # them to Redis waits for the first tick, which survives an unreachable Redis.
-        self._config_entries = config_entries(self.app)
+        # Filled as the store fills what it writes, so that the digests (the deployment's
+        # version) change with the defaults: Celery's timezone, redisbeat_dst_gap and _fold.
+        self._config_entries = [e.with_defaults(*self._fill) for e in config_entries(self.app)]
         self._install_signal_handlers()
 
     def tick(self, *args: Any, **kwargs: Any) -> float:

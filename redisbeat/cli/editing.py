@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 from typing import Any
 
 import click
@@ -44,15 +45,30 @@ def _json_value(name: str, field: str, text: str | None, default: Any) -> Any:
 @click.option("--cron", metavar="EXPR", help="A cron string (day of month OR day of week).")
 @click.option("--at", metavar="ISO-TIME", help="Once, at this time (with its UTC offset).")
 @click.option("--tz", metavar="ZONE", help="The zone of --crontab or --cron (default: the app's).")
+@click.option(
+    "--dst-gap",
+    type=click.Choice(["shift", "skip"]),
+    help="A --crontab or --cron run in the hour DST skips: at the change, or none that day "
+    "(default: redisbeat_dst_gap).",
+)
+@click.option(
+    "--dst-fold",
+    type=click.Choice(["once", "twice"]),
+    help="A --crontab or --cron run in the hour DST repeats: once, or in both passes "
+    "(default: redisbeat_dst_fold).",
+)
 @click.option("--args", metavar="JSON", help="Positional arguments, a JSON list.")
 @click.option("--kwargs", metavar="JSON", help="Keyword arguments, a JSON object.")
 @click.option("--options", metavar="JSON", help="apply_async options, a JSON object.")
 @click.option("--queue", help="The queue to send to (an option).")
 @click.option("--start-at", metavar="ISO-TIME", help="The first occurrence (anchors --every).")
 @click.option("--end-at", metavar="ISO-TIME", help="No occurrence after this time.")
-@click.option("--catch-up", type=click.Choice(["once", "skip"]), default="once", show_default=True)
+@click.option(
+    "--catch-up", type=click.Choice(["once", "skip", "all"]), default="once", show_default=True
+)
 @click.option("--grace", metavar="DURATION", help="The most an occurrence may be late.")
 @click.option("--one-off", is_flag=True, help="Run once, at the first occurrence.")
+@click.option("--max-runs", type=click.IntRange(min=1), help="Send at most this many, then stop.")
 @click.option("--disabled", is_flag=True, help="Store it disabled.")
 @click.option("--description", default="")
 @click.option("--replace", is_flag=True, help="Replace an entry of that name.")
@@ -76,7 +92,8 @@ def _document(name: str, task: str, options: dict[str, Any]) -> dict[str, Any]:
     kinds = [k for k in ("every", "crontab", "cron", "at") if options[k] is not None]
     if len(kinds) != 1:
         raise click.UsageError("give one schedule: --every, --crontab, --cron or --at")
-    schedule = _schedule(name, kinds[0], options[kinds[0]], options["tz"])
+    wall = {k: options[k] for k in ("tz", "dst_gap", "dst_fold")}
+    schedule = _schedule(name, kinds[0], options[kinds[0]], wall)
     extra = _json_value(name, "options", options["options"], {})
     if options["queue"] and isinstance(extra, dict):
         extra["queue"] = options["queue"]
@@ -91,6 +108,7 @@ def _document(name: str, task: str, options: dict[str, Any]) -> dict[str, Any]:
         "start_at": options["start_at"],
         "end_at": options["end_at"],
         "one_off": options["one_off"],
+        "max_runs": options["max_runs"],
         "catch_up": options["catch_up"],
         "grace": seconds(options["grace"]) if options["grace"] else None,
         "description": options["description"],
@@ -98,15 +116,16 @@ def _document(name: str, task: str, options: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
-def _schedule(name: str, kind: str, value: str, tz: str | None) -> dict[str, Any]:
+def _schedule(name: str, kind: str, value: str, wall: dict[str, str | None]) -> dict[str, Any]:
+    """The schedule's JSON form; ``wall``: the zone and DST policies of a wall-clock one."""
+    if kind in ("every", "at") and any(wall.values()):
+        raise click.UsageError("--tz, --dst-gap and --dst-fold go with --crontab or --cron")
     if kind == "every":
-        if tz:
-            raise click.UsageError("--tz goes with --crontab or --cron")
         return {"kind": "interval", "every": seconds(value)}
     if kind == "at":
         return {"kind": "clocked", "at": value}
     if kind == "cron":
-        return {"kind": "cron", "expr": value, "tz": tz}
+        return {"kind": "cron", "expr": value, **wall}
     fields = value.split()
     if len(fields) != 5:
         raise Failed(
@@ -121,7 +140,7 @@ def _schedule(name: str, kind: str, value: str, tz: str | None) -> dict[str, Any
         "day_of_month": dom,
         "month_of_year": month,
         "day_of_week": dow,
-        "tz": tz,
+        **wall,
     }
 
 
@@ -160,6 +179,52 @@ def disable(tool: Tool, names: tuple[str, ...]) -> None:
         tool.say(f"{name}: disabled")
 
 
+@click.command()
+@click.argument("names", nargs=-1, required=True)
+@click.option(
+    "--until",
+    metavar="ISO-TIME",
+    help="Resume by itself at the first run from then (with its UTC offset); "
+    "default: until resumed.",
+)
+@click.option("--note", default="", help="Why, shown wherever the entry is shown.")
+@pass_tool
+@guarded
+def pause(tool: Tool, names: tuple[str, ...], until: str | None, note: str) -> None:
+    """Pause entries: none of their runs is sent until resumed, or until --until."""
+    at = _aware_time("until", until) if until else None
+    for name in names:
+        tool.store.pause(name, until=at, note=note)
+        then = f"; next run {tool.when(tool.store.state(name).next_run_at)}" if at else ""
+        tool.say(f"{name}: paused until {at.isoformat() if at else 'resumed'}{then}")
+
+
+@click.command()
+@click.argument("names", nargs=-1, required=True)
+@pass_tool
+@guarded
+def resume(tool: Tool, names: tuple[str, ...]) -> None:
+    """Resume paused entries, from their next run."""
+    for name in names:
+        was = tool.store.resume(name)
+        what = "resumed" if was else "was not paused"
+        tool.say(f"{name}: {what}; next run {tool.when(tool.store.state(name).next_run_at)}")
+
+
+def _aware_time(option: str, text: str) -> datetime:
+    try:
+        at = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    except ValueError:
+        raise click.BadParameter(
+            f"not an ISO 8601 time: {text!r}", param_hint=f"--{option}"
+        ) from None
+    if at.utcoffset() is None:
+        raise click.BadParameter(
+            f"give the UTC offset, e.g. {text}+00:00", param_hint=f"--{option}"
+        )
+    return at
+
+
 @click.command(name="run")
 @click.argument("names", nargs=-1, required=True)
 @pass_tool
@@ -173,4 +238,4 @@ def run_now(tool: Tool, names: tuple[str, ...]) -> None:
         tool.say(f"{name}: due now")
 
 
-COMMANDS = [add, remove, enable, disable, run_now]
+COMMANDS = [add, remove, enable, disable, pause, resume, run_now]

@@ -13,7 +13,7 @@ import click
 
 from ..schedule.words import describe
 from ..store.listing import Listed
-from ..store.records import EntryState
+from ..store.run_state import EntryState
 from .context import Tool, dumps, guarded, json_option, pass_tool
 from .editing import COMMANDS as EDITING
 
@@ -150,6 +150,12 @@ def condition(state: EntryState) -> str:
     if state.problem:
         return state.problem
     words = ["sending"] if state.running else []
+    if state.stopped == "max_runs":
+        words.append(f"done: sent {state.total_run_count}, its max_runs")
+    if state.paused:
+        until = state.paused.until
+        words.append(f"paused until {until.isoformat() if until else 'resumed'}")
+        words[-1] += f": {state.paused.note}" if state.paused.note else ""
     if state.failures:
         words.append(f"{state.failures} failed send(s): {state.last_error}")
     return "; ".join(words) or "ok"
@@ -188,6 +194,7 @@ def show(tool: Tool, name: str, runs: int, as_json: bool) -> None:
         ("options", dumps(entry.options)),
         ("start at / end at", f"{entry.start_at or '—'} / {entry.end_at or '—'}"),
         ("catch up", f"{entry.catch_up} (grace: {entry.grace or 'default'})"),
+        ("max runs", entry.max_runs),
         ("description", entry.description or None),
         ("next run", _local(state.next_run_at, zone)),
         ("last run", _local(state.last_run_at, zone)),

@@ -148,7 +148,7 @@ def _plan(tool: Tool, entries: list[Entry], force: bool) -> dict[str, str]:
             if raw is None:
                 changes[entry.name] = "added"
                 continue
-            new = entry.with_default_tz(store.timezone)
+            new = store.with_defaults(entry)
             if raw == new.dumps():
                 changes[entry.name] = "unchanged"
                 continue

@@ -22,14 +22,23 @@ _KINDS = {cls: cls.__name__.lower() for cls in (Interval, Crontab, Cron, Clocked
 KIND_CLASSES: dict[str, type] = {kind: cls for cls, kind in _KINDS.items()}
 _NUMBER = (int, float)
 _ZONE = (str, type(None))
-# The JSON types each kind's fields must have; every field is required.
+_POLICY = (str, type(None))
+# The JSON types each kind's fields must have; every field is required but the optional ones.
 _FIELD_TYPES: dict[str, dict[str, tuple[type, ...]]] = {
     "interval": {"every": _NUMBER, "relative": (bool,)},
-    "crontab": {**{name: (str,) for name in CRONTAB_FIELDS}, "tz": _ZONE},
-    "cron": {"expr": (str,), "tz": _ZONE},
+    "crontab": {
+        **{name: (str,) for name in CRONTAB_FIELDS},
+        "tz": _ZONE,
+        "dst_gap": _POLICY,
+        "dst_fold": _POLICY,
+    },
+    "cron": {"expr": (str,), "tz": _ZONE, "dst_gap": _POLICY, "dst_fold": _POLICY},
     "clocked": {"at": (str,)},
     "solar": {"event": (str,), "lat": _NUMBER, "lon": _NUMBER},
 }
+#: Fields left out of the JSON form while None (the deployment's default): a definition
+#: stored before they existed reads back, and dumps, as it did.
+_OPTIONAL = frozenset({"dst_gap", "dst_fold"})
 
 
 def to_json(schedule: Schedule) -> dict[str, Any]:
@@ -40,6 +49,8 @@ def to_json(schedule: Schedule) -> dict[str, Any]:
     data: dict[str, Any] = {"kind": kind}
     for field in dataclasses.fields(schedule):
         value = getattr(schedule, field.name)
+        if value is None and field.name in _OPTIONAL:
+            continue
         data[field.name] = value.isoformat() if isinstance(value, datetime) else value
     return data
 
@@ -88,6 +99,8 @@ def _build(data: dict[str, Any]) -> Schedule:
     values: dict[str, Any] = {}
     for name, allowed in types.items():
         if name not in data:
+            if name in _OPTIONAL:
+                continue
             raise InvalidSchedule(f"schedule.{name}", f"missing (required for kind {kind!r})")
         value = data[name]
         if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):

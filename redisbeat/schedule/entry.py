@@ -2,33 +2,28 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any
 
 from ..errors import CorruptEntry, InvalidEntry, InvalidSchedule
-from .clock import to_ms
 from .codec import from_json as schedule_from_json
 from .codec import to_json as schedule_to_json
-from .kinds import Clocked, Interval, Schedule, as_schedule, fixed_offset, with_default_tz
-from .timing import last_due_ms, next_due_ms
+from .kinds import Schedule, as_schedule, fixed_offset, with_defaults
+from .occurrences import Occurrences
 
 MAX_NAME_LENGTH = 200
 MAX_TASK_LENGTH = 255
-CATCH_UP_POLICIES = ("once", "skip")
-#: How late (seconds) an occurrence of a ``catch_up="skip"`` entry may be and still be sent.
-DEFAULT_SKIP_GRACE = 5.0
+CATCH_UP_POLICIES = ("once", "skip", "all")
 #: Options redisbeat sets itself on every send.
 RESERVED_OPTIONS = frozenset({"task_id"})
 
 
 @dataclass(frozen=True)
-class Entry:
+class Entry(Occurrences):
     """A periodic task: what to send, when, and how to catch up after downtime.
 
     ``schedule`` takes anything :func:`redisbeat.schedules.as_schedule` accepts (a Celery
@@ -36,8 +31,10 @@ class Entry:
     ``start_at`` is the first occurrence and anchors an interval's phase; ``end_at`` is the
     last moment an occurrence may be due. ``catch_up`` decides what happens to occurrences
     missed while no beat ran: ``"once"`` sends one for all of them, ``"skip"`` resumes at the
-    next future one. ``grace`` (seconds) is the most an occurrence may be late and still be
-    sent (default: unlimited for ``"once"``, 5 s for ``"skip"``).
+    next future one, ``"all"`` sends each of them, oldest first (see
+    :mod:`redisbeat.schedule.catch_up`). ``grace`` (seconds) is the most an occurrence may
+    be late and still be sent (default: unlimited for ``"once"`` and ``"all"``, 5 s for
+    ``"skip"``).
     """
 
     name: str
@@ -54,6 +51,7 @@ class Entry:
     grace: float | None = None
     source: str = "api"
     description: str = ""
+    max_runs: int | None = None
 
     def __post_init__(self) -> None:
         self._validate(decoded=False)
@@ -83,6 +81,9 @@ class Entry:
             raise InvalidEntry(name, "catch_up", f"must be one of {CATCH_UP_POLICIES}")
         if self.grace is not None and not _non_negative(self.grace):
             raise InvalidEntry(name, "grace", "must be a non-negative number of seconds")
+        runs = self.max_runs
+        if runs is not None and (not isinstance(runs, int) or isinstance(runs, bool) or runs < 1):
+            raise InvalidEntry(name, "max_runs", "must be a positive integer or None")
         for flag in ("enabled", "one_off"):
             if not isinstance(getattr(self, flag), bool):
                 raise InvalidEntry(name, flag, "must be True or False")
@@ -153,6 +154,8 @@ class Entry:
             "grace": self.grace,
             "source": self.source,
             "description": self.description,
+            # Left out while unset: definitions stored before it existed dump as they did.
+            **({} if self.max_runs is None else {"max_runs": self.max_runs}),
         }
 
     def dumps(self) -> str:
@@ -208,70 +211,26 @@ class Entry:
 
     def with_default_tz(self, tz: str) -> Entry:
         """This entry with its schedule's zone filled in where it has none."""
-        schedule = with_default_tz(self.schedule, tz)
+        return self.with_defaults(tz)
+
+    def with_defaults(
+        self, tz: str, dst_gap: str | None = None, dst_fold: str | None = None
+    ) -> Entry:
+        """This entry with its schedule's zone, and DST policies where given, filled in
+        where it has none (a Crontab or Cron's: the deployment's)."""
+        schedule = with_defaults(self.schedule, tz, dst_gap, dst_fold)
         return self if schedule == self.schedule else replace(self, schedule=schedule)
 
     def timing_key(self) -> tuple[Any, ...]:
         """What decides when the entry is due: an edit that keeps it keeps the next due time."""
-        return (self.schedule, self.start_at, self.end_at, self.enabled, self.one_off)
-
-    def first_due_ms(self, now_ms: int, tz: str = "UTC") -> int | None:
-        """When a newly written entry is first due (None: never)."""
-        if not self.enabled:
-            return None
-        schedule = self.schedule
-        start = to_ms(self.start_at) if self.start_at else None
-        if isinstance(schedule, Clocked):
-            due: int | None = to_ms(schedule.at)
-        elif isinstance(schedule, Interval):
-            if start is not None and start >= now_ms:
-                due = start
-            else:
-                due = next_due_ms(schedule, now_ms, anchor_ms=start)
-        else:
-            after = now_ms if start is None else max(now_ms, start - 1)
-            due = next_due_ms(schedule, after, tz=tz)
-        return self._bounded(due)
-
-    def next_due_ms(self, due_ms: int, now_ms: int, tz: str = "UTC") -> int | None:
-        """The next due time after the occurrence due at ``due_ms`` is handled at ``now_ms``.
-
-        Interval entries stay on their grid (anchored at ``start_at``, else at the occurrence
-        just handled), so they never drift; occurrences already past coalesce.
-        """
-        if self.one_off or not self.enabled or isinstance(self.schedule, Clocked):
-            return None
-        anchor = to_ms(self.start_at) if self.start_at else due_ms
-        return self._bounded(
-            next_due_ms(self.schedule, max(now_ms, due_ms), anchor_ms=anchor, tz=tz)
+        return (
+            self.schedule,
+            self.start_at,
+            self.end_at,
+            self.enabled,
+            self.one_off,
+            self.max_runs,
         )
-
-    def latest_due_ms(self, due_ms: int, now_ms: int, tz: str = "UTC") -> int:
-        """The occurrence a claim of the one due at ``due_ms`` stands for at ``now_ms``: the
-        last one due by then (and not after ``end_at``). Those before it coalesce into it.
-
-        A late send thus carries the newest missed occurrence's due time and task id, which
-        no beat can have sent yet: had the oldest been kept, a failover that undid the finish
-        of an occurrence already sent would make the catch-up send repeat it, and downstream
-        deduplication would drop the occurrences that only it stood for.
-        """
-        if self.one_off or not self.enabled or isinstance(self.schedule, Clocked):
-            return due_ms
-        until = now_ms if self.end_at is None else min(now_ms, to_ms(self.end_at))
-        anchor = to_ms(self.start_at) if self.start_at else due_ms
-        return last_due_ms(self.schedule, due_ms, until, anchor_ms=anchor, tz=tz)
-
-    def is_missed(self, due_ms: int, now_ms: int) -> bool:
-        """True when an occurrence is too late to send under this entry's catch-up policy."""
-        grace = self.grace
-        if grace is None:
-            grace = math.inf if self.catch_up == "once" else DEFAULT_SKIP_GRACE
-        return now_ms - due_ms > grace * 1000
-
-    def _bounded(self, due: int | None) -> int | None:
-        if due is None or (self.end_at is not None and due > to_ms(self.end_at)):
-            return None
-        return due
 
 
 #: The keys of a stored definition (and of a document) that are the entry's fields.
@@ -302,25 +261,3 @@ def _parse_time(name: str, key: str, value: Any) -> datetime:
     except (TypeError, ValueError):
         raise CorruptEntry(name, key, f"is not an ISO 8601 time: {value!r}") from None
     return parsed
-
-
-#: Namespace of occurrence ids (UUID5), fixed forever so ids stay stable across releases.
-OCCURRENCE_NAMESPACE = uuid.UUID("6f1c2b5e-8d3a-4e0f-9b7a-2c4d6e8f0a1b")
-_NAMESPACE_BYTES = OCCURRENCE_NAMESPACE.bytes
-
-
-def occurrence_id(prefix: str, name: str, due_ms: int) -> str:
-    """The task id of the occurrence of entry ``name`` due at ``due_ms``.
-
-    Every beat derives the same id for the same occurrence, so a re-send after a crash
-    carries the id of the first send and can be dropped downstream. It is
-    ``str(uuid.uuid5(OCCURRENCE_NAMESPACE, f"{prefix}\\x00{name}\\x00{due_ms}"))``, worked out
-    without the UUID object (a beat makes one per send).
-    """
-    digest = bytearray(
-        hashlib.sha1(_NAMESPACE_BYTES + f"{prefix}\x00{name}\x00{due_ms}".encode()).digest()[:16]
-    )
-    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
-    digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
-    h = digest.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
@@ -10,9 +11,9 @@ from typing import Any
 
 from celery.schedules import crontab, schedule
 
-from ..errors import InvalidEntry
+from ..errors import InvalidEntry, InvalidSchedule
 from .entry import Entry
-from .kinds import Interval, as_schedule
+from .kinds import Cron, Crontab, Interval, as_schedule
 
 CONFIG_SOURCE = "config"
 #: Keys a ``beat_schedule`` item may have: Celery's own, then redisbeat's.
@@ -25,7 +26,12 @@ REDISBEAT_KEYS = {
     "catch_up",
     "grace",
     "description",
+    "dst_gap",
+    "dst_fold",
+    "max_runs",
 }
+#: Keys that set the schedule's own fields (a Crontab's or Cron's DST policies).
+SCHEDULE_KEYS = ("dst_gap", "dst_fold")
 
 
 def config_entries(app: Any) -> list[Entry]:
@@ -71,11 +77,12 @@ def _entry(name: str, item: Any) -> Entry:
     for required in ("task", "schedule"):
         if required not in item:
             raise InvalidEntry(name, required, "is required")
-    fields = {k: v for k, v in item.items() if k in REDISBEAT_KEYS}
+    fields = {k: v for k, v in item.items() if k in REDISBEAT_KEYS and k not in SCHEDULE_KEYS}
+    schedule = _schedule(name, item["schedule"], bool(item.get("relative", False)))
     return Entry(
         name=name,
         task=item["task"],
-        schedule=_schedule(name, item["schedule"], bool(item.get("relative", False))),
+        schedule=_with_policies(name, schedule, item),
         args=item.get("args") or (),
         kwargs=item.get("kwargs") or {},
         options=item.get("options") or {},
@@ -96,6 +103,22 @@ def _schedule(name: str, value: Any, relative: bool) -> Any:
     if isinstance(value, datetime) and value.tzinfo is None:
         raise InvalidEntry(name, "schedule", "a one-off datetime must be time-zone aware")
     return value
+
+
+def _with_policies(name: str, value: Any, item: Mapping[str, Any]) -> Any:
+    """The schedule with the DST policies the item sets beside it (a Celery ``crontab``
+    has no field for them)."""
+    policies = {k: item[k] for k in SCHEDULE_KEYS if k in item}
+    if not policies:
+        return value
+    try:
+        schedule = as_schedule(value)
+        if not isinstance(schedule, (Crontab, Cron)):
+            raise InvalidEntry(name, next(iter(policies)), "applies to crontab and cron schedules")
+        return dataclasses.replace(schedule, **policies)
+    except InvalidSchedule as exc:
+        field = exc.field.removeprefix("schedule.")
+        raise InvalidEntry(name, field if field in policies else exc.field, exc.message) from None
 
 
 def _default_items(app: Any) -> Mapping[str, Any]:

@@ -24,6 +24,8 @@ from .cron import CRONTAB_FIELDS, CronSpec, check_cron, crontab_expr
 
 __all__ = [
     "CRONTAB_FIELDS",
+    "DST_FOLD_POLICIES",
+    "DST_GAP_POLICIES",
     "MAX_INTERVAL",
     "MIN_INTERVAL",
     "SOLAR_EVENTS",
@@ -39,6 +41,7 @@ __all__ = [
     "fixed_offset",
     "get_zone",
     "with_default_tz",
+    "with_defaults",
 ]
 
 MIN_INTERVAL = 0.001  # one millisecond: the scheduler's clock resolution
@@ -48,6 +51,10 @@ SOLAR_EVENTS = frozenset(
     {"dawn_astronomical", "dawn_nautical", "dawn_civil", "sunrise", "solar_noon"}
     | {"sunset", "dusk_civil", "dusk_nautical", "dusk_astronomical"}
 )
+#: A wall time skipped by a spring-forward gap: fire at the transition, or not that day.
+DST_GAP_POLICIES = ("shift", "skip")
+#: A wall time repeated by a fall-back overlap: fire at its first pass, or at both.
+DST_FOLD_POLICIES = ("once", "twice")
 
 
 @lru_cache(maxsize=512)
@@ -66,6 +73,15 @@ def _check_tz(tz: object) -> None:
     if not isinstance(tz, str):
         raise InvalidSchedule("schedule.tz", f"must be a zone name or None, got {tz!r}")
     get_zone(tz)
+
+
+def _check_dst(gap: object, fold: object) -> None:
+    if gap is not None and gap not in DST_GAP_POLICIES:
+        raise InvalidSchedule("schedule.dst_gap", f"must be one of {DST_GAP_POLICIES}, got {gap!r}")
+    if fold is not None and fold not in DST_FOLD_POLICIES:
+        raise InvalidSchedule(
+            "schedule.dst_fold", f"must be one of {DST_FOLD_POLICIES}, got {fold!r}"
+        )
 
 
 def _check_number(field: str, value: object) -> float:
@@ -120,7 +136,11 @@ class Interval:
 
 @dataclass(frozen=True, slots=True)
 class Crontab:
-    """Celery crontab fields: day of week AND day of month must both match."""
+    """Celery crontab fields: day of week AND day of month must both match.
+
+    ``dst_gap`` and ``dst_fold`` say what a wall time that a DST change skips or repeats
+    does (None: the deployment's ``redisbeat_dst_gap`` / ``redisbeat_dst_fold``).
+    """
 
     minute: str = "*"
     hour: str = "*"
@@ -128,9 +148,12 @@ class Crontab:
     day_of_month: str = "*"
     month_of_year: str = "*"
     tz: str | None = None
+    dst_gap: str | None = None
+    dst_fold: str | None = None
 
     def __post_init__(self) -> None:
         _check_tz(self.tz)
+        _check_dst(self.dst_gap, self.dst_fold)
         for name in CRONTAB_FIELDS:
             value = getattr(self, name)
             if not isinstance(value, str):
@@ -142,13 +165,19 @@ class Crontab:
 
 @dataclass(frozen=True, slots=True)
 class Cron:
-    """A cron string (5 fields, 6 with seconds first, or an @alias); dom OR dow."""
+    """A cron string (5 fields, 6 with seconds first, or an @alias); dom OR dow.
+
+    ``dst_gap`` and ``dst_fold`` as for :class:`Crontab`.
+    """
 
     expr: str
     tz: str | None = None
+    dst_gap: str | None = None
+    dst_fold: str | None = None
 
     def __post_init__(self) -> None:
         _check_tz(self.tz)
+        _check_dst(self.dst_gap, self.dst_fold)
         if not isinstance(self.expr, str):
             raise InvalidSchedule("schedule.expr", f"must be a string, got {self.expr!r}")
         check_cron(self.expr)
@@ -207,10 +236,25 @@ def cron_spec(schedule: Crontab | Cron) -> CronSpec:
 
 def with_default_tz(schedule: Schedule, tz_name: str) -> Schedule:
     """A copy with ``tz`` set to ``tz_name`` if it is a Crontab/Cron without a zone."""
+    return with_defaults(schedule, tz_name)
+
+
+def with_defaults(
+    schedule: Schedule, tz_name: str, dst_gap: str | None = None, dst_fold: str | None = None
+) -> Schedule:
+    """A Crontab/Cron with the zone (and the DST policies, where given) it leaves to the
+    deployment filled in, so that what is stored says how it runs."""
     get_zone(tz_name)
-    if isinstance(schedule, (Crontab, Cron)) and schedule.tz is None:
-        return dataclasses.replace(schedule, tz=tz_name)
-    return schedule
+    _check_dst(dst_gap, dst_fold)
+    if not isinstance(schedule, (Crontab, Cron)):
+        return schedule
+    filled = dataclasses.replace(
+        schedule,
+        tz=schedule.tz or tz_name,
+        dst_gap=schedule.dst_gap or dst_gap,
+        dst_fold=schedule.dst_fold or dst_fold,
+    )
+    return schedule if filled == schedule else filled
 
 
 def _cronspec_str(value: object) -> str:

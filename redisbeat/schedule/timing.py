@@ -4,10 +4,13 @@
 scheduler calls on its hot path; ``next_due`` is the datetime face of the same computation.
 
 Crontab and Cron name wall-clock times, enumerated naively with croniter and then placed
-on the time line with two DST rules: a wall time skipped by a spring-forward gap fires at
-the transition (the first instant after the gap); a wall time repeated by a fall-back
-overlap fires at its first occurrence only. Both keep the instant non-decreasing in the
-wall time, so one forward scan finds the first occurrence strictly after a given instant.
+on the time line by the schedule's DST policies. A wall time skipped by a spring-forward gap
+fires at the transition (the first instant after the gap; ``dst_gap="shift"``, the default)
+or not at all (``"skip"``); a wall time repeated by a fall-back overlap fires at its first
+pass only (``dst_fold="once"``, the default) or at both (``"twice"``). A wall time's first
+instant never decreases as the wall time grows, so one forward scan finds the first
+occurrence strictly after a given instant; with ``"twice"`` it starts a little earlier,
+since a wall time behind the clock may still have its second pass ahead.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ _EPOCH_NAIVE = datetime(1970, 1, 1)
 _SECOND = timedelta(seconds=1)
 # last_due_ms steps this many occurrences forward before it bisects.
 _STEPS = 4
+# How many years of wall times a scan reads, at most, when every one is skipped by a gap.
+_SEARCH_YEARS = 50
 # The last millisecond a datetime holds (9999-12-31 23:59:59.999 UTC): a later due time
 # counts as none, so every due time converts back to a datetime.
 _MAX_MS = to_ms(datetime.max.replace(tzinfo=timezone.utc))
@@ -184,16 +189,21 @@ def _first_change(zone: tzinfo, lo_s: int, hi_s: int) -> int:
     return hi_s
 
 
-def _localise(wall: datetime, zone: tzinfo) -> int:
-    """The instant (epoch seconds) at which naive wall time ``wall`` fires in ``zone``."""
+def _instants(wall: datetime, zone: tzinfo, skip_gap: bool, twice: bool) -> tuple[int, ...]:
+    """The instants (epoch seconds, ascending) at which naive wall time ``wall`` fires in
+    ``zone`` under the DST policies."""
     wall_s = (wall - _EPOCH_NAIVE) // _SECOND
     first = _offset_s(wall.replace(tzinfo=zone, fold=0))
     second = _offset_s(wall.replace(tzinfo=zone, fold=1))
-    if first >= second:  # unambiguous, or repeated: fold=0 is the first occurrence
-        return wall_s - first
+    if first == second:
+        return (wall_s - first,)
+    if first > second:  # repeated: fold=0 is the first pass
+        return (wall_s - first, wall_s - second) if twice else (wall_s - first,)
+    if skip_gap:
+        return ()
     # Skipped by a gap: fold=1 reads it with the later offset (an instant before the
     # transition), fold=0 with the earlier one (after it); the transition lies between.
-    return _first_change(zone, wall_s - second, wall_s - first)
+    return (_first_change(zone, wall_s - second, wall_s - first),)
 
 
 def _scan_start(after_s: int, zone: tzinfo) -> datetime:
@@ -233,12 +243,33 @@ def _parsed(expr: str, seconds_first: bool) -> Any:
 
 def _next_wall_clock(schedule: Crontab | Cron, after_ms: int, zone: tzinfo) -> int | None:
     spec = cron_spec(schedule)
-    start = _scan_start(after_ms // 1000, zone)
+    skip_gap, twice = schedule.dst_gap == "skip", schedule.dst_fold == "twice"
+    after_s = after_ms // 1000
+    start = _both_passes_start(after_s, zone) if twice else _scan_start(after_s, zone)
     walls = _Croniter(spec.expr, start, day_or=spec.day_or, second_at_beginning=spec.seconds_first)
+    best: int | None = None
     try:
         while True:
-            due_ms: int = _localise(walls.get_next(datetime), zone) * 1000
-            if due_ms > after_ms:  # earlier ones are first passes of a repeated hour
-                return due_ms
+            wall = walls.get_next(datetime)
+            if wall.year > start.year + _SEARCH_YEARS:  # every one skipped as in a gap
+                return best
+            instants = _instants(wall, zone, skip_gap, twice)
+            if instants and best is not None and instants[0] * 1000 > best:
+                return best  # later wall times fire later still
+            # Earlier ones are first passes of a repeated hour (or second passes, once
+            # passed): already gone.
+            later = [s * 1000 for s in instants if s * 1000 > after_ms]
+            if later:
+                best = later[0] if best is None else min(best, later[0])
+                if not twice:
+                    return best
     except CroniterBadDateError:  # nothing within croniter's 50-year search window
-        return None
+        return best
+
+
+def _both_passes_start(after_s: int, zone: tzinfo) -> datetime:
+    """Where to scan from when repeated wall times fire twice: as far behind the wall clock
+    as the next day's fall-back repeats, since those wall times' second passes lie ahead."""
+    behind = max(0, _offset_at(zone, after_s) - _offset_at(zone, after_s + 86_400))
+    local = datetime.fromtimestamp(after_s, zone).replace(tzinfo=None)
+    return local - timedelta(seconds=behind)

@@ -13,7 +13,7 @@ from cron_descriptor import ExpressionDescriptor, Options
 
 from .kinds import Clocked, Cron, Crontab, Interval, Schedule, Solar
 
-__all__ = ["cron_text", "describe", "every_text", "solar_text"]
+__all__ = ["cron_text", "describe", "dst_text", "every_text", "solar_text"]
 
 # croniter's aliases, spelled out for cron_descriptor (which reads five or six fields).
 _ALIASES = {
@@ -45,12 +45,26 @@ def describe(schedule: Schedule, default_tz: str = "UTC") -> str:
             text = cron_text(" ".join(f.strip() or "*" for f in fields), either=False)
         else:
             text = cron_text(schedule.expr.strip(), either=True)
-        return f"{text} ({schedule.tz or default_tz})"
+        zone = schedule.tz or default_tz
+        return f"{text} ({zone}{dst_text(schedule.dst_gap, schedule.dst_fold)})"
     if isinstance(schedule, Clocked):
         return f"Once, at {schedule.at.isoformat()}"
     if isinstance(schedule, Solar):
         return solar_text(schedule.event, schedule.lat, schedule.lon)
     return f"Unknown schedule {schedule!r}"
+
+
+def dst_text(gap: str | None, fold: str | None) -> str:
+    """The DST policies that differ from the usual ones, e.g. "; no run in the DST gap"."""
+    parts = [
+        text
+        for on, text in (
+            (gap == "skip", "no run in the DST gap"),
+            (fold == "twice", "both passes of the DST overlap"),
+        )
+        if on
+    ]
+    return "".join(f"; {part}" for part in parts)
 
 
 def every_text(seconds: float) -> str:

@@ -26,7 +26,8 @@ from .delayed import DelayedCalls
 from .errors import LayoutChanged, translated
 from .keys import Keys
 from .listing import EntryListing
-from .moving import move
+from .moving import placed
+from .pausing import Hold, PauseCalls
 from .records import SyncReport, text_or_none, wire
 from .scripts import Scripts, Upsert
 from .shards import Layout
@@ -39,7 +40,7 @@ MAX_CAS_ATTEMPTS = 10
 T = TypeVar("T")
 
 
-class ScheduleStore(BeatCalls, ChangeFeed, EntryListing, DelayedCalls):
+class ScheduleStore(BeatCalls, ChangeFeed, EntryListing, DelayedCalls, PauseCalls):
     """Periodic entries in Redis: CRUD for people and programs, claims for beats."""
 
     @classmethod
@@ -94,26 +95,15 @@ class ScheduleStore(BeatCalls, ChangeFeed, EntryListing, DelayedCalls):
         def write(layout: Layout) -> dict[str, str]:
             pending = [e for e in chunk if e.name not in results]
             groups: dict[int, list[Entry]] = {}
-            placed = self._placed([e.name for e in pending], layout)
+            where = placed(self, [e.name for e in pending], layout)
             for entry in pending:
-                groups.setdefault(placed[entry.name], []).append(entry)
+                groups.setdefault(where[entry.name], []).append(entry)
             for index, group in groups.items():
                 shard = self.shard_scripts[index]
                 self._write_shard(shard, group, layout, results, force=force, foreign=foreign)
             return results
 
         return self._with_layout(write)
-
-    def _placed(self, names: list[str], layout: Layout) -> dict[str, int]:
-        """Where to write each entry: while a reshard runs, it is first moved to its new
-        shard, unless a beat holds a claim on it (then it is written where it is)."""
-        if layout.moving_to is None:
-            return {name: layout.home(name) for name in names}
-        where = move(self, names, layout)
-        return {
-            name: layout.origin(name) if where[name] == "claimed" else layout.home(name)
-            for name in names
-        }
 
     def _write_shard(
         self,
@@ -127,18 +117,19 @@ class ScheduleStore(BeatCalls, ChangeFeed, EntryListing, DelayedCalls):
     ) -> None:
         """Write one shard's entries, reading again what changed meanwhile; each result is
         kept in ``results`` as it is known."""
-        pending = {e.name: e.with_default_tz(self.timezone) for e in chunk}
+        pending = {e.name: self.with_defaults(e) for e in chunk}
         for _ in range(MAX_CAS_ATTEMPTS):
-            now_ms, olds, scores = self._read_for_write(shard.keys, list(pending))
+            now_ms, olds, scores, states = self._read_for_write(shard.keys, list(pending))
             writes: list[Upsert] = []
-            for name, old_raw, score in zip(pending, olds, scores, strict=True):
+            for name, old_raw, score, state in zip(pending, olds, scores, states, strict=True):
                 entry = pending[name]
                 outcome = self._plan(entry, old_raw, score, force=force, foreign=foreign)
                 if isinstance(outcome, str):
                     results[name] = outcome
                     continue
-                due = entry.first_due_ms(now_ms, self.timezone)
-                writes.append(replace(outcome, due_ms=due))
+                hold = Hold.of(text_or_none(state), now_ms)
+                due = hold.due(entry, now_ms, self.timezone)
+                writes.append(replace(outcome, due_ms=due, pause=hold.token))
             # Even with nothing to write: WAIT confirms that what was read is replicated.
             replies = shard.upsert(writes, layout.spelled)
             for write, reply in zip(writes, replies, strict=True):
@@ -155,9 +146,12 @@ class ScheduleStore(BeatCalls, ChangeFeed, EntryListing, DelayedCalls):
                 return
         raise RedisBeatError(f"entries changed concurrently too often: {sorted(pending)[:5]}")
 
-    def _read_for_write(self, keys: Keys, names: list[str]) -> tuple[int, list[Any], list[Any]]:
-        """The Redis clock, the stored definitions and the schedule scores, in one round trip
-        (to the server of the schedule: its clock is the one the scripts read)."""
+    def _read_for_write(
+        self, keys: Keys, names: list[str]
+    ) -> tuple[int, list[Any], list[Any], list[Any]]:
+        """The Redis clock, the stored definitions, the schedule scores and the run states
+        (for their pauses), in one round trip (to the server of the schedule: its clock is
+        the one the scripts read)."""
 
         def read(node: redis.Redis, asking: bool) -> list[Any]:
             pipe = node.pipeline(transaction=False)
@@ -165,6 +159,7 @@ class ScheduleStore(BeatCalls, ChangeFeed, EntryListing, DelayedCalls):
             for command, *args in (
                 ("hmget", keys.entries, names),
                 *(("zscore", keys.schedule, name) for name in names),
+                ("hmget", keys.state, names),
             ):
                 if asking:
                     pipe.execute_command("ASKING")  # type: ignore[no-untyped-call]
@@ -176,13 +171,15 @@ class ScheduleStore(BeatCalls, ChangeFeed, EntryListing, DelayedCalls):
                 raise replies[1]  # the slot moved: read again where it is
             return replies
 
-        now_reply, olds, *scores = self.connection.on_node(keys.schedule, read)
+        now_reply, olds, *scores, states = self.connection.on_node(keys.schedule, read)
         for reply in (now_reply, olds):
             if isinstance(reply, Exception):
                 raise reply
-        # A schedule key of the wrong type: the upsert script names it.
+        # A schedule or state key of the wrong type: the upsert script names it.
         scores = [None if isinstance(s, Exception) else s for s in scores]
-        return int(now_reply[0]) * 1000 + int(now_reply[1]) // 1000, olds, scores
+        if isinstance(states, Exception):
+            states = [None] * len(names)
+        return int(now_reply[0]) * 1000 + int(now_reply[1]) // 1000, olds, scores, states
 
     def _plan(
         self, entry: Entry, old_raw: str | None, score: Any, *, force: bool, foreign: str
@@ -228,7 +225,7 @@ class ScheduleStore(BeatCalls, ChangeFeed, EntryListing, DelayedCalls):
         """
 
         def remove(layout: Layout) -> bool:
-            shard = self.shard_scripts[self._placed([name], layout)[name]]
+            shard = self.shard_scripts[placed(self, [name], layout)[name]]
             owner = source
             if owner is None:
                 raw = self.client.hget(shard.keys.entries, wire(name))
@@ -256,7 +253,7 @@ class ScheduleStore(BeatCalls, ChangeFeed, EntryListing, DelayedCalls):
         """Make an entry due at once (its schedule continues afterwards)."""
 
         def run_now(layout: Layout) -> None:
-            self.shard_scripts[self._placed([name], layout)[name]].run_now(name, layout.spelled)
+            self.shard_scripts[placed(self, [name], layout)[name]].run_now(name, layout.spelled)
 
         self._with_layout(run_now)
 

@@ -11,6 +11,8 @@ import redis
 
 from ..config import MAX_SHARDS, Config
 from ..errors import ConfigurationError, RedisBeatError
+from ..schedule.entry import Entry
+from ..schedule.kinds import DST_FOLD_POLICIES, DST_GAP_POLICIES
 from .client import Connection
 from .errors import LayoutChanged, translated
 from .keys import Keys
@@ -45,6 +47,8 @@ class StoreBase:
         shards: int = 1,
         delayed_retention: float = 86_400.0,
         spent_retention: float = 86_400.0,
+        dst_gap: str = "shift",
+        dst_fold: str = "once",
     ) -> None:
         self.connection = client if isinstance(client, Connection) else Connection(client)
         if not self.connection.decodes_responses():
@@ -53,6 +57,9 @@ class StoreBase:
             )
         self.keys = Keys(prefix)
         self.timezone = timezone
+        #: The DST policies a Crontab or Cron written without its own gets (as ``timezone``
+        #: is its zone): what is stored says how it runs.
+        self.dst_gap, self.dst_fold = _dst_policies(dst_gap, dst_fold)
         self.beat_ttl_ms = int(beat_ttl * 1000)
         #: WAIT for this many replicas after each write of a claim, finish or API call.
         self.replicas = Replicas(
@@ -101,7 +108,14 @@ class StoreBase:
             shards=config.shards,
             delayed_retention=config.delayed_retention_seconds,
             spent_retention=config.spent_retention_seconds,
+            dst_gap=config.dst_gap,
+            dst_fold=config.dst_fold,
         )
+
+    def with_defaults(self, entry: Entry) -> Entry:
+        """``entry`` as it is stored: its schedule's zone filled in, and the DST policies
+        where the deployment's differ from the usual ones (which are stored as none)."""
+        return entry.with_defaults(self.timezone, *usual_or(self.dst_gap, self.dst_fold))
 
     @property
     def client(self) -> redis.Redis:
@@ -205,3 +219,17 @@ class StoreBase:
         if self._pubsub is not None:
             self._pubsub.close()
             self._pubsub = None
+
+
+def usual_or(gap: str, fold: str) -> tuple[str | None, str | None]:
+    """The DST policies to fill in: None for the usual ones ("shift", "once")."""
+    return (None if gap == "shift" else gap), (None if fold == "once" else fold)
+
+
+def _dst_policies(gap: str, fold: str) -> tuple[str, str]:
+    if gap not in DST_GAP_POLICIES or fold not in DST_FOLD_POLICIES:
+        raise ConfigurationError(
+            f"dst_gap must be one of {DST_GAP_POLICIES} and dst_fold one of "
+            f"{DST_FOLD_POLICIES}; got {gap!r} and {fold!r}"
+        )
+    return gap, fold

@@ -21,7 +21,8 @@ from ..schedule.entry import Entry
 from .errors import translated
 from .keys import Keys
 from .reads import EntryReads
-from .records import EntryState, text, wire
+from .records import text, wire
+from .run_state import EntryState
 
 #: How many entries one read of a walk asks for.
 PAGE = 1000
@@ -202,11 +203,14 @@ class EntryListing(EntryReads):
     @translated
     def next_runs(self, name: str, n: int = 10) -> list[datetime]:
         """The next ``n`` due times of an entry, from the one its schedule holds (none for
-        an entry that will not run again)."""
+        an entry that will not run again, or is paused until resumed), and no more than its
+        ``max_runs`` leaves."""
         entry = self.get(name).with_default_tz(self.timezone)
         state = self.state(name)
         if state.next_run_at is None:
             return []
+        if entry.max_runs is not None:
+            n = min(n, max(0, entry.max_runs - state.total_run_count))
         due: int | None = to_ms(state.next_run_at)
         runs: list[datetime] = []
         while due is not None and len(runs) < n:

@@ -88,6 +88,18 @@ def move(store: StoreBase, names: list[str], layout: Layout) -> dict[str, Where]
     return where
 
 
+def placed(store: StoreBase, names: list[str], layout: Layout) -> dict[str, int]:
+    """Which shard to write each entry in: while a reshard runs, it is first moved to its
+    new shard, unless a beat holds a claim on it (then it is written where it is)."""
+    if layout.moving_to is None:
+        return {name: layout.home(name) for name in names}
+    where = move(store, names, layout)
+    return {
+        name: layout.origin(name) if where[name] == "claimed" else layout.home(name)
+        for name in names
+    }
+
+
 class _Owners:
     """The owners' SETs a batch of moved entries names, as extra KEYS from ``first`` on."""
 

@@ -15,7 +15,8 @@ from ..schedule.entry import Entry
 from .base import StoreBase
 from .errors import translated
 from .keys import Keys
-from .records import BeatInfo, EntryState, Quarantined, text, wire
+from .records import BeatInfo, text, wire
+from .run_state import EntryState, Quarantined
 
 log = logging.getLogger(__name__)
 

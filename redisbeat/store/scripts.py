@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import EntryNotFound
+from ..errors import EntryNotFound, EntryPaused
 from ..schedule.clock import MAX_MS
 from .errors import LayoutChanged
 from .keys import Keys
@@ -30,6 +30,7 @@ UPSERT = Script.named("upsert")
 REMOVE = Script.named("remove")
 SWEEP_SPENT = Script.named("sweep_spent")
 RUN_NOW = Script.named("run_now")
+PAUSE = Script.named("pause")
 LAYOUT = Script.named("layout")
 
 
@@ -44,6 +45,8 @@ class Upsert:
     keep_schedule: bool
     source: str
     previous_source: str
+    #: The pause the due time was worked out for (:attr:`.pausing.Hold.token`).
+    pause: str = ""
 
 
 class Scripts:
@@ -79,7 +82,8 @@ class Scripts:
         args: list[Any] = [beat_id, lease_until_ms, k.events, quarantine_after, MAX_MS]
         for o in outcomes:
             nxt = "" if o.next_due_ms is None else o.next_due_ms
-            args += [wire(o.name), o.action, nxt, o.task_id, o.due_ms, o.error]
+            limit = "" if o.max_runs is None else o.max_runs
+            args += [wire(o.name), o.action, nxt, o.task_id, o.due_ms, o.error, limit]
         keys = [k.schedule, k.inflight, k.state, k.entries, k.quarantine, k.spent]
         return Call(FINISH, keys, args)
 
@@ -158,6 +162,7 @@ class Scripts:
                     k.source(w.source),
                     k.source(w.previous_source),
                     k.shard_layout,
+                    k.state,
                 ],
                 [
                     w.name,
@@ -167,6 +172,7 @@ class Scripts:
                     "1" if w.keep_schedule else "0",
                     k.events,
                     layout,
+                    w.pause,
                 ],
             )
             for w in writes
@@ -182,13 +188,29 @@ class Scripts:
         return bool(_settled(self.runner.run(Call(REMOVE, keys, args), "strict")))
 
     def run_now(self, name: str, layout: str) -> None:
-        """Raises :class:`EntryNotFound` when no entry of that name exists, and
+        """Raises :class:`EntryNotFound` when no entry of that name exists,
+        :class:`EntryPaused` when it is paused, and :class:`LayoutChanged` when ``layout`` is
+        no longer the shard's."""
+        k = self.keys
+        keys = [k.entries, k.schedule, k.shard_layout, k.state]
+        reply = _settled(
+            self.runner.run(Call(RUN_NOW, keys, [wire(name), k.events, layout]), "strict")
+        )
+        if reply == -3:
+            raise EntryPaused(name)
+        if not reply:
+            raise EntryNotFound(name)
+
+    def pause(
+        self, name: str, read: float | None, due_ms: int | None, record: str, layout: str
+    ) -> int:
+        """1 done, 0 no such entry, -1 its due time is no longer ``read``; raises
         :class:`LayoutChanged` when ``layout`` is no longer the shard's."""
         k = self.keys
-        keys, args = [k.entries, k.schedule, k.shard_layout], [wire(name), k.events, layout]
-        call = Call(RUN_NOW, keys, args)
-        if not _settled(self.runner.run(call, "strict")):
-            raise EntryNotFound(name)
+        keys = [k.entries, k.schedule, k.state, k.shard_layout]
+        args = [wire(name), "" if read is None else read, "" if due_ms is None else due_ms]
+        args += [record, k.events, layout]
+        return int(_settled(self.runner.run(Call(PAUSE, keys, args), "strict")))
 
 
 def renewed_until(reply: Any) -> int:

@@ -18,7 +18,7 @@ from django.urls import reverse
 
 from redisbeat import ScheduleStore
 from redisbeat.schedule.kinds import Interval
-from redisbeat.store.records import EntryState
+from redisbeat.store.run_state import EntryState
 from redisbeat_django.models import PeriodicTask
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -223,6 +223,48 @@ def test_run_now_makes_the_selected_tasks_due_at_once(admin_client, rb_store):
     assert due <= datetime.now(timezone.utc)
 
 
+def pause_url(row: PeriodicTask, what: str = "pause") -> str:
+    return reverse(f"admin:redisbeat_django_periodictask_{what}", args=[row.pk])
+
+
+def test_the_pause_form_pauses_until_a_time_and_the_page_shows_it(admin_client, rb_store):
+    row = make(every=3600)
+    form = admin_client.get(pause_url(row))
+    assert form.status_code == 200 and 'name="until"' in form.content.decode()
+    bad = admin_client.post(pause_url(row), {"until": "next tuesday", "note": ""})
+    assert bad.status_code == 200 and "Enter a valid date/time." in bad.content.decode()
+    response = admin_client.post(
+        pause_url(row), {"until": "2031-06-01 12:00", "note": "summer break"}, follow=True
+    )
+    assert any(m.startswith("Paused report until 2031-06-01 12:00") for m in texts(response))
+    paused = rb_store.state("report").paused
+    assert paused.until == datetime(2031, 6, 1, 12, tzinfo=timezone.utc)  # the site's zone: UTC
+    assert paused.note == "summer break"
+    page = admin_client.get(change_url(row)).content.decode()
+    assert "Paused until" in page and "summer break" in page and pause_url(row, "resume") in page
+    listing = admin_client.get(CHANGELIST).content.decode()
+    assert "paused until" in listing
+    # Saving the task, or a sync, leaves it paused; run now refuses it.
+    assert "Paused (resume them first): report." in texts(action(admin_client, "run_now", row))
+    action(admin_client, "sync_tasks", row)
+    assert rb_store.state("report").paused is not None
+    assert admin_client.get(pause_url(row, "resume")).status_code == 405
+    resumed = admin_client.post(pause_url(row, "resume"), follow=True)
+    assert "Resumed: report." in texts(resumed)
+    assert rb_store.state("report").paused is None
+
+
+def test_the_pause_and_resume_actions_apply_to_the_selection(admin_client, viewer, rb_store):
+    rows = [make("a"), make("b")]
+    assert "Paused: a, b." in texts(action(admin_client, "pause_selected", *rows))
+    assert [s.paused is not None for s in rb_store.states(["a", "b"])] == [True, True]
+    assert rb_store.states(["a"])[0].next_run_at is None
+    assert viewer.post(pause_url(rows[0], "resume")).status_code == 403
+    assert viewer.get(pause_url(rows[0])).status_code == 403
+    assert "Resumed: a, b." in texts(action(admin_client, "resume_selected", *rows))
+    assert rb_store.states(["a"])[0].next_run_at is not None
+
+
 def test_the_sync_action_pushes_rows_and_reports_what_was_rejected(admin_client, rb_store):
     row = make()
     rb_store.remove("report")

@@ -67,8 +67,10 @@ def test_a_cron_task_added_in_the_form_reaches_redis_and_shows_its_next_run(page
     page.goto(f"{CHANGELIST}add/")
     page.fill("#id_name", "five-minutely report")
     fill_task(page, "reports.daily")
+    expect(page.locator("#id_dst_fold")).to_be_hidden()  # an interval has no DST policy
     choose_kind(page, "cron")
     page.fill("#id_cron_expression", "*/5 * * * *")
+    page.select_option("#id_dst_fold", "twice")
     saved_at = timezone.now().replace(microsecond=0)
     page.click("input[name=_save]")
     expect(page).to_have_url(AT_CHANGELIST)
@@ -76,7 +78,8 @@ def test_a_cron_task_added_in_the_form_reaches_redis_and_shows_its_next_run(page
     wait_until(lambda: "five-minutely report" in rb_store, REDIS_TIMEOUT, "the entry in Redis")
     entry = rb_store.get("five-minutely report")
     assert entry.task == "reports.daily"
-    assert entry.schedule == Cron("*/5 * * * *", tz="UTC")  # the Celery app's zone
+    # The Celery app's zone, and the DST policy chosen (the other: the deployment's).
+    assert entry.schedule == Cron("*/5 * * * *", tz="UTC", dst_fold="twice")
     due = rb_store.state("five-minutely report").next_run_at
     assert due is not None and saved_at < due <= saved_at + timedelta(minutes=5)
     assert due.minute % 5 == 0 and due.second == 0 and due.microsecond == 0

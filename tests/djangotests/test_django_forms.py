@@ -9,7 +9,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from redisbeat_django import forms
-from redisbeat_django.describe import describe, next_runs
+from redisbeat_django.describe import describe, next_runs, preview, with_defaults
 from redisbeat_django.models import PeriodicTask
 
 NOW = datetime(2024, 3, 30, 12, 0, tzinfo=timezone.utc)  # the night before Europe's DST
@@ -46,6 +46,14 @@ def row(**fields: object) -> PeriodicTask:
             "At 09:00, on day 1 of the month or on Monday (Europe/Berlin)",
         ),
         ({"kind": "cron", "cron_expression": "@daily"}, "At 00:00 (UTC)"),
+        (
+            {"kind": "cron", "cron_expression": "30 2 * * *", "dst_gap": "skip"},
+            "At 02:30 (UTC; no run in the DST gap)",
+        ),
+        (
+            {"kind": "crontab", "minute": "*/30", "dst_gap": "shift", "dst_fold": "twice"},
+            "Every 30 minutes (UTC; both passes of the DST overlap)",
+        ),
         ({"kind": "cron", "cron_expression": "*/5 * * * * *"}, "Every 5 seconds (UTC)"),
         ({"kind": "cron", "cron_expression": "not cron"}, "cron not cron (UTC)"),
         (
@@ -75,6 +83,31 @@ def test_next_runs_follow_the_zone_across_a_dst_change():
         "2024-04-01T09:00:00+02:00",
         "2024-04-02T09:00:00+02:00",
     ]
+
+
+@pytest.mark.parametrize(
+    ("policies", "runs", "note"),
+    [
+        (
+            {},
+            ["03-31T03:00:00+02:00", "04-01T02:30:00+02:00", "04-02T02:30:00+02:00"],
+            "Daylight saving: a run whose time the clocks skip in spring runs as they go "
+            "forward; a run whose time the clocks repeat in autumn runs once, before they go "
+            "back.",
+        ),
+        (
+            {"dst_gap": "skip"},
+            ["04-01T02:30:00+02:00", "04-02T02:30:00+02:00", "04-03T02:30:00+02:00"],
+            "Daylight saving: a run whose time the clocks skip in spring is skipped that day; "
+            "a run whose time the clocks repeat in autumn runs once, before they go back.",
+        ),
+    ],
+)
+def test_the_preview_follows_the_dst_policies_and_says_what_they_do(policies, runs, note):
+    task = row(kind="cron", cron_expression="30 2 * * *", timezone="Europe/Berlin", **policies)
+    got = next_runs(with_defaults(task.to_entry()), "Europe/Berlin", 3, now=NOW)
+    assert [r.isoformat()[5:] for r in got] == runs
+    assert note in preview(task, None)["notes"]
 
 
 def test_next_runs_start_from_the_live_next_run_and_respect_the_end():

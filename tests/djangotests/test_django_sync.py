@@ -64,6 +64,17 @@ def test_an_edit_is_pushed_and_a_description_change_keeps_the_next_run(rb_store)
     assert rb_store.get("report").schedule == Interval(10.0)
 
 
+def test_a_rows_dst_policies_are_pushed_and_empty_ones_are_the_deployments(rb_store):
+    make("berlin", kind="cron", cron_expression="*/30 * * * *", timezone="Europe/Berlin")
+    assert rb_store.get("berlin").schedule == Cron("*/30 * * * *", tz="Europe/Berlin")
+    row = PeriodicTask.objects.get(name="berlin")
+    row.dst_gap, row.dst_fold = "skip", "twice"
+    row.save()
+    assert rb_store.get("berlin").schedule == Cron(
+        "*/30 * * * *", tz="Europe/Berlin", dst_gap="skip", dst_fold="twice"
+    )
+
+
 def test_a_renamed_row_replaces_its_old_entry(rb_store):
     row = make(name="old")
     row = PeriodicTask.objects.get(pk=row.pk)
@@ -197,6 +208,8 @@ def test_row_validation_names_the_model_field():
         ({"kind": "cron", "cron_expression": "not cron"}, "cron_expression"),
         ({"kind": "crontab", "minute": "99"}, "minute"),
         ({"kind": "crontab", "timezone": "Mars/Olympus"}, "timezone"),
+        ({"kind": "crontab", "dst_gap": "later"}, "dst_gap"),
+        ({"kind": "cron", "cron_expression": "* * * * *", "dst_fold": "thrice"}, "dst_fold"),
         ({"kind": "clocked"}, "clocked_at"),
         ({"kind": "solar", "solar_event": "sunrise", "latitude": 50}, "longitude"),
         ({"kind": "solar", "solar_event": "sunrise", "latitude": 91, "longitude": 0}, "latitude"),

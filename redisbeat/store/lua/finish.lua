@@ -14,14 +14,16 @@
 -- ARGV[3] = pub/sub channel, to wake the beats when a claim is handed back
 -- ARGV[4] = set an entry aside after this many failed sends in a row (0 = never)
 -- ARGV[5] = the latest valid time, ms (an earliest score outside 0..ARGV[5] is reported as -1)
--- then six per entry:
+-- then seven per entry:
 --   name, action ('sent' | 'skipped' | 'failed' | 'release'), next due ms ('' = none),
---   task id, due ms, error ('' unless failed)
+--   task id, due ms, error ('' unless failed), max_runs ('' = none)
 -- 'sent', 'skipped' and 'failed' reschedule at the next due time (or unschedule when there is
 -- none). 'release' hands the claim back: the entry is due again at once, at its original due
 -- time. A 'sent' run is recorded in the state even when the claim was taken over meanwhile:
 -- the message went out. A 'failed' one (the message was refused for the entry) counts
--- towards the entry's failures in a row, which a 'sent' one resets.
+-- towards the entry's failures in a row, which a 'sent' one resets. A 'sent' run that makes
+-- the entry's total_run_count reach its max_runs takes it off the schedule, and its state
+-- says so ("stopped": "max_runs").
 -- Returns {claims finished, now_ms, earliest score left in the schedule or -1,
 --          {names set aside by this call}, {name, what was wrong with its run state, ...}}.
 -- A batch costs a fixed handful of commands whatever its size: every read first (one per key,
@@ -39,7 +41,7 @@ local spent = {} -- now, name, ...
 -- What this call reads, by name: the schedule's scores, the claims, the run states and the
 -- definitions (false: none). The outcomes change these copies; the changes are written last.
 local names, recorded = {}, {}
-for i = 6, #ARGV, 6 do
+for i = 6, #ARGV, 7 do
   names[#names + 1] = ARGV[i]
   if ARGV[i + 1] == 'sent' or ARGV[i + 1] == 'failed' then
     recorded[#recorded + 1] = ARGV[i]
@@ -118,9 +120,10 @@ local function record_failure(name, due, error)
   change(3, name, cjson.encode(state))
 end
 
-for i = 6, #ARGV, 6 do
+for i = 6, #ARGV, 7 do
   local name, action, next_due, task_id = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local due = tonumber(ARGV[i + 4])
+  local due, limit = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 6])
+  local moved = false -- whether this claim put the entry at its next due time
   local claim = record(inflight[name])
   local mine = claim ~= nil and claim.beat == beat
       and tonumber(claim.lease_until) == lease_until
@@ -141,6 +144,7 @@ for i = 6, #ARGV, 6 do
           spent[#spent + 1] = name
         else
           move(name, tonumber(next_due))
+          moved = true
         end
       end
     end
@@ -151,6 +155,9 @@ for i = 6, #ARGV, 6 do
   end
   if action == 'sent' and entries[name] then
     local state = load_state(name)
+    if type(state.paused) == 'table' and (tonumber(state.paused['until']) or now) < now then
+      state.paused = nil -- sent after the time it was paused until: the pause is over
+    end
     state.failures = nil
     state.last_error = nil
     state.last_run_at = due
@@ -158,6 +165,13 @@ for i = 6, #ARGV, 6 do
     state.total_run_count = (tonumber(state.total_run_count) or 0) + 1
     state.last_task_id = task_id
     state.last_beat = beat
+    state.stopped = nil
+    if limit and state.total_run_count >= limit then
+      state.stopped = 'max_runs'
+      if moved then
+        change(1, name, false)
+      end
+    end
     change(3, name, cjson.encode(state))
   end
 end

@@ -90,6 +90,19 @@ local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
+-- The pause a run state holds, as upsert.lua's writer spells what it read: '' none (or one
+-- that is over), '-' until resumed, else until when (ms).
+local function pause_token(raw, now)
+  local ok, state = pcall(cjson.decode, raw or '{}')
+  if not ok or type(state) ~= 'table' or type(state.paused) ~= 'table' then
+    return ''
+  end
+  local till = tonumber(state.paused['until'])
+  if till == nil then
+    return '-'
+  end
+  return till <= now and '' or string.format('%d', till)
+end
 -- A JSON object a script wrote (a claim record), or nil when it is missing or not one.
 local function record(raw)
   if not raw then

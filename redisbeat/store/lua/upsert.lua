@@ -6,6 +6,7 @@
 -- KEYS[4] = the new source's SET of names
 -- KEYS[5] = the previous source's SET of names (same as KEYS[4] when unchanged)
 -- KEYS[6] = the shard's layout HASH
+-- KEYS[7] = state       HASH  only read: the pause the due time was worked out for
 -- ARGV[1] = name
 -- ARGV[2] = the definition the writer read ('' when there was none)
 -- ARGV[3] = the new definition
@@ -13,16 +14,23 @@
 -- ARGV[5] = '1' to leave the schedule as it is (the edit did not change when the entry runs)
 -- ARGV[6] = pub/sub channel, to wake the beats when it is written
 -- ARGV[7] = the layout the writer followed ('4', or '4>8' during a reshard)
+-- ARGV[8] = the pause the writer read: '' none, '-' until resumed, else until when (ms)
 -- Returns 1 when written, 0 when the stored definition was already identical,
---         -1 when the stored definition is not the one the writer read (read again),
+--         -1 when the stored definition (or the pause) is not the one the writer read
+--            (read again),
 --         -2 when the layout changed (read the layout again, then the entry).
 local refusal = refused(6, ARGV[7], {'hash', 'zset', 'hash', 'set', 'set'})
+  or key_error(redis.pcall('HEXISTS', KEYS[7], ''), 7, 'hash')
 if refusal then
   return refusal
 end
 local current = redis.call('HGET', KEYS[1], ARGV[1]) or ''
 if current ~= ARGV[2] then
   return -1
+end
+if current ~= ARGV[3] and ARGV[5] ~= '1'
+    and pause_token(redis.call('HGET', KEYS[7], ARGV[1]), now_ms()) ~= ARGV[8] then
+  return -1 -- paused or resumed since it was read: the due time was worked out for another
 end
 redis.call('HDEL', KEYS[3], ARGV[1])
 if current == ARGV[3] then

@@ -7,6 +7,7 @@
     minute: ['crontab'], hour: ['crontab'], day_of_month: ['crontab'],
     month_of_year: ['crontab'], day_of_week: ['crontab'],
     cron_expression: ['cron'], timezone: ['crontab', 'cron'],
+    dst_gap: ['crontab', 'cron'], dst_fold: ['crontab', 'cron'],
     clocked_at: ['clocked'],
     solar_event: ['solar'], latitude: ['solar'], longitude: ['solar'],
   };

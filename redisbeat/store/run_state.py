@@ -1,0 +1,168 @@
+"""An entry's run state as the store reads it: its schedule score, the state JSON the
+scripts write, a claim on it, a quarantine record, and a pause."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ..schedule.clock import from_ms, valid_ms
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """A stored definition that could not be loaded, set aside with the reason."""
+
+    name: str
+    definition: str
+    error: str
+    at: datetime | None
+    by: str
+
+    @classmethod
+    def from_redis(cls, name: str, raw: str) -> Quarantined:
+        try:
+            data = json.loads(raw)
+        except (ValueError, RecursionError):
+            data = None
+        if not isinstance(data, dict):
+            return cls(name, raw, "the quarantine record is not what redisbeat writes", None, "")
+        at = data.get("at")
+        return cls(
+            name=name,
+            definition=str(data.get("definition", "")),
+            error=str(data.get("error", "")),
+            at=from_ms(int(at)) if valid_ms(at) else None,
+            by=str(data.get("by", "")),
+        )
+
+
+@dataclass(frozen=True)
+class Paused:
+    """An entry paused by :meth:`ScheduleStore.pause`: until when (None: until resumed),
+    why, and since when."""
+
+    until: datetime | None
+    note: str
+    at: datetime | None
+
+    @classmethod
+    def from_record(cls, data: Any) -> Paused | None:
+        """From the state's ``paused`` field; None when there is none, or the pause is over
+        (a time it was paused until is past: the entry runs again)."""
+        if not isinstance(data, dict):
+            return None
+        until, at = data.get("until"), data.get("at")
+        if valid_ms(until) and until <= time.time() * 1000:
+            return None
+        return cls(
+            until=from_ms(int(until)) if valid_ms(until) else None,
+            note=str(data.get("note") or ""),
+            at=from_ms(int(at)) if valid_ms(at) else None,
+        )
+
+
+@dataclass(frozen=True)
+class EntryState:
+    """What Redis knows about an entry's runs."""
+
+    name: str
+    next_run_at: datetime | None
+    last_run_at: datetime | None = None
+    last_sent_at: datetime | None = None
+    total_run_count: int = 0
+    last_task_id: str | None = None
+    last_beat: str | None = None
+    #: True while a beat holds a claim on the entry (the occurrence is being sent).
+    running: bool = False
+    #: Sends refused for the entry in a row (reset by a successful send), and the last reason.
+    failures: int = 0
+    last_error: str | None = None
+
+    #: What is wrong with what Redis holds for the entry (None: nothing): a due time that
+    #: is not a valid time, a run state redisbeat did not write. Reads never raise for it.
+    problem: str | None = None
+    #: Set when the entry was set aside (a corrupt definition, or too many refused sends).
+    quarantined: Quarantined | None = None
+    #: Set while the entry is paused (:meth:`ScheduleStore.pause`).
+    paused: Paused | None = None
+    #: Why the entry left the schedule by itself: ``"max_runs"`` once it has sent that many
+    #: (None while it is scheduled).
+    stopped: str | None = None
+
+    @classmethod
+    def from_redis(
+        cls,
+        name: str,
+        score: float | None,
+        raw: str | None,
+        claim: str | None,
+        quarantined: Quarantined | None = None,
+    ) -> EntryState:
+        """From the schedule score, the state JSON, the inflight record and the quarantine
+        record (any may be absent)."""
+        problems: list[str] = []
+        next_run_at = None
+        if score is not None:
+            if valid_ms(score):
+                next_run_at = from_ms(int(score))
+            else:
+                problems.append(
+                    f"its due time in Redis is not a valid time ({score}); a beat puts it "
+                    "back on its schedule from its definition"
+                )
+        data = _state_fields(raw, problems)
+
+        def ms(key: str) -> datetime | None:
+            value = data.get(key)
+            return from_ms(int(value)) if valid_ms(value) else None
+
+        return cls(
+            name=name,
+            next_run_at=next_run_at,
+            last_run_at=ms("last_run_at"),
+            last_sent_at=ms("last_sent_at"),
+            total_run_count=_count(data.get("total_run_count")),
+            last_task_id=_text_field(data.get("last_task_id")),
+            last_beat=_text_field(data.get("last_beat")),
+            running=claim is not None,
+            failures=_count(data.get("failures")),
+            last_error=_text_field(data.get("last_error")),
+            problem="; ".join(problems) or None,
+            quarantined=quarantined,
+            paused=Paused.from_record(data.get("paused")),
+            stopped=_text_field(data.get("stopped")) if next_run_at is None else None,
+        )
+
+
+def _state_fields(raw: str | None, problems: list[str]) -> dict[str, Any]:
+    """The run state's fields; what is not what redisbeat writes is named in ``problems``."""
+    if not raw:
+        return {}
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        data = None
+    if not isinstance(data, dict):
+        problems.append("its run state in Redis is not what redisbeat writes")
+        return {}
+    numbers = ("last_run_at", "last_sent_at", "total_run_count", "failures")
+    wrong = [k for k in numbers if k in data and not _number(data[k])]
+    if wrong:
+        problems.append(f"its run state in Redis has invalid {', '.join(wrong)}")
+    return {k: v for k, v in data.items() if k not in wrong}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+
+
+def _count(value: Any) -> int:
+    return int(value) if _number(value) and 0 <= value < 2**63 else 0
+
+
+def _text_field(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
