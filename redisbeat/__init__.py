@@ -28,6 +28,8 @@ from .store import ScheduleStore
 from .store.errors import NotReplicated, StoreError, StoreRefused, StoreUnavailable
 from .store.records import BeatInfo, SyncReport
 from .store.run_state import EntryState, Quarantined
+from .store.runs import Run, Running
+from .worker import track_runs
 
 __version__ = "0.1.0"
 
@@ -52,6 +54,8 @@ __all__ = [
     "Quarantined",
     "RedisBeatError",
     "RedisScheduler",
+    "Run",
+    "Running",
     "Schedule",
     "ScheduleStore",
     "Solar",
@@ -62,4 +66,5 @@ __all__ = [
     "delay",
     "next_due",
     "occurrence_id",
+    "track_runs",
 ]

@@ -17,7 +17,14 @@ from __future__ import annotations
 
 from celery.utils.dispatch import Signal
 
-__all__ = ["beat_joined", "beat_left", "entry_quarantined", "entry_recovered", "entry_sent"]
+__all__ = [
+    "beat_joined",
+    "beat_left",
+    "entry_quarantined",
+    "entry_recovered",
+    "entry_sent",
+    "occurrence_missed",
+]
 
 #: An occurrence was sent. Arguments: ``name`` (the entry, or ``delayed:<key>`` for a
 #: delayed task), ``task`` (its task name), ``task_id``, ``due`` (aware datetime), ``late``
@@ -28,6 +35,12 @@ entry_sent = Signal(name="entry_sent")
 #: An occurrence a stopped beat had claimed is sent again by this beat. Arguments: ``name``,
 #: ``task``, ``task_id``, ``due``. Also sent as ``entry_sent`` with ``recovered=True``.
 entry_recovered = Signal(name="entry_recovered")
+
+#: Occurrences of an entry were not sent within their grace: every beat was stopped, or
+#: Redis could not be reached, until past their time. Arguments: ``name``, ``task``,
+#: ``count`` (how many), ``reason`` (``"late"``), ``before`` (aware datetime: the due time
+#: of the occurrence the beat sent or skipped after them; the missed ones fell due before).
+occurrence_missed = Signal(name="occurrence_missed")
 
 #: An entry was set aside: its definition does not load, or its sends failed
 #: ``redisbeat_quarantine_after`` times in a row. Arguments: ``name``, ``error``.

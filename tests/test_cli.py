@@ -15,10 +15,12 @@ from typing import Any
 import click
 import pytest
 from click.testing import CliRunner, Result
+from test_dispatcher import Recorder, dispatcher, make_due
 
 from redisbeat import Cron, Crontab, Entry, Interval, ScheduleStore
 from redisbeat.cli import celery_command, main
 from redisbeat.config import Config
+from redisbeat.schedule.clock import from_ms
 from redisbeat_testkit.ports import free_port, wait_until
 from redisbeat_testkit.processes import environ_without_django
 from redisbeat_testkit.redis_server import RedisServer
@@ -103,6 +105,8 @@ SAMPLE_ARGS = {
     "run": ["a"],
     "pause": ["a"],
     "resume": ["a"],
+    "history": ["a"],
+    "backfill": ["a", "--start", "2026-01-01T00:00:00+00:00", "--end", "2026-01-01T01:00:00+00:00"],
     "status": [],
     "beats": [],
     "quarantine list": [],
@@ -211,6 +215,44 @@ def test_pause_and_resume_from_the_command_line(cli, store):
     assert naive.exit_code == 2 and "give the UTC offset" in naive.output
     assert "e: paused until resumed" in cli("pause", "e").output
     assert "no entry named 'nope'" in cli("pause", "nope").output
+
+
+def test_add_sets_overlap_and_jitter_and_history_shows_sends_with_their_outcomes(
+    cli, store, client
+):
+    added = cli("add", "e", "proj.ping", "--every", "1m", "--overlap", "skip", "--jitter", "20s")
+    assert added.exit_code == 0, added.output
+    assert (store.get("e").overlap, store.get("e").jitter) == ("skip", 20.0)
+    assert "skip / 20 s" in cli("show", "e").output
+    assert "no history is kept (set redisbeat_history_size)" in cli("history", "e").output
+    store.history_size = 5
+    store.upsert(Entry("e", "proj.ping", Interval(60)), force=True)
+    make_due(client, store, "e", 5)
+    rec = Recorder()
+    dispatcher(store, rec).tick()
+    [(_, due, task_id)] = rec.sent
+    store.run_started("e", task_id, due, "w1@host")
+    store.run_ended("e", task_id, due, "w1@host", "failed", "ValueError")
+    table = cli("history", "e").output
+    assert "sent" in table and "failed (ValueError)" in table and "w1@host" in table
+    [run] = as_json(cli("history", "e", "--json"))
+    assert (run["task_id"], run["outcome"], run["exception"]) == (task_id, "failed", "ValueError")
+    shown = cli("show", "e").output
+    assert "failed (ValueError)" in shown and "last run failed: ValueError" in shown
+    assert "no entry named 'nope'" in cli("history", "nope").output
+
+
+def test_backfill_queues_past_occurrences_and_refuses_a_future_end(cli, store):
+    store.upsert(Entry("e", "proj.ping", Interval(600)))
+    now = store.now_ms()
+    start, end = from_ms(now - 3_600_000).isoformat(), from_ms(now - 1).isoformat()
+    done = cli("backfill", "e", "--start", start, "--end", end, "--rate", "5")
+    assert done.exit_code == 0, done.output
+    assert "e: 6 occurrence(s) from" in done.output and "over 1.2 s" in done.output
+    assert store.count_pending("backfill:e") == 6
+    future = from_ms(now + 60_000).isoformat()
+    refused = cli("backfill", "e", "--start", start, "--end", future)
+    assert refused.exit_code != 0 and "field 'end': is in the future" in refused.output
 
 
 def test_add_does_not_replace_without_being_asked(cli, store):

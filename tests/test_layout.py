@@ -21,9 +21,19 @@ ALLOWED = {
     "sending": {"errors", "schedule"},
     "signals": set(),
     "beat": {"errors", "config", "schedule", "store", "sending", "signals"},
-    "cli": {"errors", "config", "schedule", "store"},
+    "cli": {"errors", "config", "schedule", "store", "worker"},
+    "worker": {"errors", "config", "store"},
     "delaying": {"errors", "store"},
-    "__init__": {"errors", "config", "schedule", "store", "sending", "beat", "delaying"},
+    "__init__": {
+        "errors",
+        "config",
+        "schedule",
+        "store",
+        "sending",
+        "beat",
+        "delaying",
+        "worker",
+    },
 }
 
 

@@ -11,16 +11,17 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Protocol
+from typing import Protocol, cast
 
 from ..config import Config
 from ..errors import CorruptEntry, MessageRefused
 from ..schedule.cache import EntryCache
-from ..schedule.catch_up import oldest_missed
-from ..schedule.delayed import entry_of
+from ..schedule.catch_up import missed_between, oldest_missed
+from ..schedule.delayed import BACKFILL_SOURCE, entry_of
 from ..schedule.entry import Entry
 from ..schedule.ids import occurrence_id
-from ..schedule.timing import from_ms
+from ..schedule.kinds import Clocked
+from ..schedule.timing import from_ms, to_ms
 from ..store import ScheduleStore
 from ..store.errors import StoreError
 from ..store.keys import bare, lane_of
@@ -28,8 +29,13 @@ from ..store.records import Claim, ClaimBatch, Outcome
 from .activity import Activity
 from .lease import LeaseKeeper
 from .observe import Observer
+from .policies import Holds
 
 log = logging.getLogger(__name__)
+
+#: Why occurrences were missed: no beat claimed them within their grace (every beat was
+#: stopped, or Redis could not be reached).
+LATE = "late"
 
 
 class Sender(Protocol):
@@ -66,6 +72,7 @@ class BatchSender:
         self.activity = activity
         self.observer = observer
         self.entries = EntryCache(config.entry_cache_size)
+        self.holds = Holds(store)
         self._quarantined: set[str] = set()
         #: Changes published since the batch was claimed, for the claims it holds ahead.
         self._changed: set[str] = set()
@@ -76,6 +83,7 @@ class BatchSender:
         """Send the batch, appending an outcome per claim; what was buffered goes out (or is
         handed back) whatever stops the loop."""
         self._changed, self.changed_back = set(), set()
+        self.holds.begin(batch)
         try:
             self._send_all(batch, outcomes, stopping)
         finally:
@@ -109,6 +117,8 @@ class BatchSender:
             self.activity.record(outcome, now_ms - outcome.due_ms, claim.recovered)
             if outcome.action == "sent":
                 self.observer.sent(entry, outcome, now_ms - outcome.due_ms, claim.recovered)
+            if outcome.missed:
+                self.observer.missed(entry, outcome)
             outcomes.append(outcome)
 
     def _until_due(self, claim: Claim, wait_ms: int, outcomes: list[Outcome]) -> bool:
@@ -139,42 +149,81 @@ class BatchSender:
         return self.entries.load(claim.definition, claim.name)
 
     def _send(self, entry: Entry, claim: Claim, now_ms: int) -> Outcome:
-        recovered = claim.recovered
+        if entry.source == BACKFILL_SOURCE:
+            return self._backfill(entry, claim, now_ms)
         due_ms, next_due = self._occurrence(entry, claim, now_ms)
+        # Decided once, at the first claim: a re-send after a crash or a deferred one was.
+        fresh = not claim.recovered and not claim.deferred
         if due_ms is None:  # catch_up="all", and every one missed is past the grace
             log.info("redisbeat: %s missed every occurrence within its grace", entry.name)
-            return Outcome(claim.name, "skipped", claim.due_ms, next_due)
+            latest = entry.latest_due_ms(claim.due_ms, claim.claimed_ms, self.config.timezone)
+            missed = self._missed(entry, claim, latest + 1)
+            return Outcome(claim.name, "skipped", claim.due_ms, next_due, error=LATE, missed=missed)
+        missed = self._missed(entry, claim, due_ms) if fresh else 0
         # A delayed task's claim name (its key after a mark) keeps its ids apart from an entry's.
         task_id = occurrence_id(self.config.key_prefix, claim.name, due_ms)
         # A recovered claim was already decided (and maybe sent) by a beat that died: send
         # the same occurrence again, whatever its lateness now; catch_up="all" chose within
         # the grace already.
-        if not recovered and entry.catch_up != "all" and entry.is_missed(due_ms, now_ms):
+        if fresh and entry.catch_up != "all" and entry.is_missed(due_ms, now_ms):
             log.info(
                 "redisbeat: %s missed its occurrence due %d ms ago; skipped (catch_up=%s)",
                 entry.name,
                 now_ms - due_ms,
                 entry.catch_up,
             )
-            return Outcome(claim.name, "skipped", due_ms, next_due)
-        sent = Outcome(claim.name, "sent", due_ms, next_due, task_id, max_runs=entry.max_runs)
+            missed += 1
+            return Outcome(claim.name, "skipped", due_ms, next_due, task_id, LATE, missed=missed)
+        held = self.holds.hold(entry, claim, due_ms, next_due, task_id, now_ms)
+        if held is not None:
+            return held
+        sent = Outcome(
+            claim.name,
+            "sent",
+            due_ms,
+            next_due,
+            task_id,
+            LATE if missed else "",
+            max_runs=entry.max_runs,
+            missed=missed,
+        )
+        return self._hand_over(entry, sent, now_ms)
+
+    def _backfill(self, entry: Entry, claim: Claim, now_ms: int) -> Outcome:
+        """A past occurrence ``store.backfill`` sends: under the entry's own occurrence id
+        and due time, whenever its delayed task falls due."""
+        due_ms = to_ms(cast(Clocked, entry.schedule).at)
+        task_id = occurrence_id(self.config.key_prefix, entry.name, due_ms)
+        sent = Outcome(claim.name, "sent", claim.due_ms, None, task_id)
+        return self._hand_over(entry, sent, now_ms, due_ms)
+
+    def _hand_over(
+        self, entry: Entry, sent: Outcome, now_ms: int, due_ms: int | None = None
+    ) -> Outcome:
+        """Give the occurrence to the sender (its message due at ``due_ms``, else the
+        outcome's): ``sent``, or what became of it instead."""
         log.info("Scheduler: Sending due task %s (%s)", entry.name, entry.task)
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "redisbeat: %s due %s sent as task %s by beat %s",
                 entry.name,
-                from_ms(due_ms).isoformat(),
-                task_id,
+                from_ms(due_ms or sent.due_ms).isoformat(),
+                sent.task_id,
                 self.beat_id,
             )
         try:
-            self.sender.send(entry, task_id, due_ms, now_ms)
+            self.sender.send(entry, sent.task_id, due_ms or sent.due_ms, now_ms)
         except MessageRefused as exc:
             return _failed(sent, exc.reason)
         except Exception:
             log.exception("redisbeat: could not send %s; handing it back", entry.name)
-            return Outcome(claim.name, "release", due_ms)
+            return Outcome(sent.name, "release", sent.due_ms)
         return sent
+
+    def _missed(self, entry: Entry, claim: Claim, sent_ms: int) -> int:
+        """How many occurrences from the claim's due time up to the one it sends were
+        missed (a late claim sends one, or only those within the grace)."""
+        return missed_between(entry, claim.due_ms, claim.due_ms, sent_ms, self.config.timezone)
 
     def _occurrence(self, entry: Entry, claim: Claim, now_ms: int) -> tuple[int | None, int | None]:
         """The occurrence a claim sends (None: none) and the entry's next due time."""

@@ -64,6 +64,12 @@ class Metrics:
             buckets=BATCH_BUCKETS,
             registry=registry,
         )
+        self.missed = prom.Counter(
+            "redisbeat_missed_occurrences",
+            "Occurrences not sent within their grace.",
+            ["task", "source"],
+            registry=registry,
+        )
         self.recovered = prom.Counter(
             "redisbeat_recovered", "Occurrences re-sent after a lease ran out.", registry=registry
         )

@@ -72,6 +72,27 @@ class Observer:
             if recovered:
                 signals.entry_recovered.send_robust(self.beat_id, **about)
 
+    def missed(self, entry: Entry, outcome: Outcome) -> None:
+        """Occurrences of the entry were not sent within their grace."""
+        log.warning(
+            "redisbeat: %s missed %d occurrence(s) before the one due %s (%s)",
+            entry.name,
+            outcome.missed,
+            from_ms(outcome.due_ms).isoformat(),
+            outcome.error,
+        )
+        if self.metrics is not None:
+            self.metrics.missed.labels(entry.task, entry.source).inc(outcome.missed)
+        if signals.occurrence_missed.receivers:
+            signals.occurrence_missed.send_robust(
+                self.beat_id,
+                name=shown_name(outcome.name),
+                task=entry.task,
+                count=outcome.missed,
+                reason=outcome.error,
+                before=from_ms(outcome.due_ms),
+            )
+
     def claimed(self, size: int) -> None:
         if self.metrics is not None and size:
             self.metrics.batch.observe(size)

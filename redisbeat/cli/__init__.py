@@ -2,7 +2,9 @@
 
 Registered as a Celery subcommand (the ``celery.commands`` entry point), so ``-A proj``, the
 app's settings and ``--help`` work as for ``celery beat``. The same commands also run as
-``redisbeat -A proj <command>`` or ``redisbeat --url redis://... <command>``.
+``redisbeat -A proj <command>`` or ``redisbeat --url redis://... <command>``. Celery's
+command line imports this module for every command, which is how a ``celery worker`` whose
+app sets ``redisbeat_track_runs`` finds the worker hook (:mod:`redisbeat.worker`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 import click
 from celery.app.utils import find_app
 
+from .. import worker as _worker  # noqa: F401  (connects the worker hook's start-up)
 from ..config import Config
 from . import delayed, deployment, entries, transfer
 from .context import USAGE, Failed, Tool

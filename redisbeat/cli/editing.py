@@ -69,6 +69,14 @@ def _json_value(name: str, field: str, text: str | None, default: Any) -> Any:
 @click.option("--grace", metavar="DURATION", help="The most an occurrence may be late.")
 @click.option("--one-off", is_flag=True, help="Run once, at the first occurrence.")
 @click.option("--max-runs", type=click.IntRange(min=1), help="Send at most this many, then stop.")
+@click.option(
+    "--overlap",
+    type=click.Choice(["allow", "skip", "buffer_one"]),
+    default="allow",
+    show_default=True,
+    help="While the previous run still goes on (needs redisbeat_track_runs on the workers).",
+)
+@click.option("--jitter", metavar="DURATION", help="Delay each run by a stable amount up to this.")
 @click.option("--disabled", is_flag=True, help="Store it disabled.")
 @click.option("--description", default="")
 @click.option("--replace", is_flag=True, help="Replace an entry of that name.")
@@ -110,6 +118,8 @@ def _document(name: str, task: str, options: dict[str, Any]) -> dict[str, Any]:
         "one_off": options["one_off"],
         "max_runs": options["max_runs"],
         "catch_up": options["catch_up"],
+        "overlap": options["overlap"],
+        "jitter": seconds(options["jitter"]) if options["jitter"] else None,
         "grace": seconds(options["grace"]) if options["grace"] else None,
         "description": options["description"],
     }
@@ -238,4 +248,26 @@ def run_now(tool: Tool, names: tuple[str, ...]) -> None:
         tool.say(f"{name}: due now")
 
 
-COMMANDS = [add, remove, enable, disable, pause, resume, run_now]
+@click.command()
+@click.argument("name")
+@click.option("--start", required=True, metavar="ISO-TIME", help="The first due time to send.")
+@click.option("--end", required=True, metavar="ISO-TIME", help="The last due time (past).")
+@click.option("--rate", type=click.FloatRange(0.001, 1000), default=10.0, show_default=True)
+@pass_tool
+@guarded
+def backfill(tool: Tool, name: str, start: str, end: str, rate: float) -> None:
+    """Send each occurrence of NAME due from --start to --end once, --rate per second."""
+    dues = tool.store.backfill(
+        name, _aware_time("start", start), _aware_time("end", end), rate=rate
+    )
+    if not dues:
+        tool.say(f"{name}: no occurrence was due from {start} to {end}")
+        return
+    took = len(dues) / rate
+    tool.say(
+        f"{name}: {len(dues)} occurrence(s) from {dues[0].isoformat()} to "
+        f"{dues[-1].isoformat()} queued, sent over {took:.1f} s (pending owner backfill:{name})"
+    )
+
+
+COMMANDS = [add, remove, enable, disable, pause, resume, run_now, backfill]

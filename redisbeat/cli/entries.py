@@ -13,7 +13,8 @@ import click
 
 from ..schedule.words import describe
 from ..store.listing import Listed
-from ..store.run_state import EntryState
+from ..store.run_state import EntryState, Passed
+from ..store.runs import Run
 from .context import Tool, dumps, guarded, json_option, pass_tool
 from .editing import COMMANDS as EDITING
 
@@ -150,6 +151,9 @@ def condition(state: EntryState) -> str:
     if state.problem:
         return state.problem
     words = ["sending"] if state.running else []
+    if state.held and state.next_run_at:
+        why = "its jitter" if state.held == "jitter" else "the previous run to end"
+        words.append(f"waiting for {why} (until {state.next_run_at.isoformat()} at the latest)")
     if state.stopped == "max_runs":
         words.append(f"done: sent {state.total_run_count}, its max_runs")
     if state.paused:
@@ -158,7 +162,27 @@ def condition(state: EntryState) -> str:
         words[-1] += f": {state.paused.note}" if state.paused.note else ""
     if state.failures:
         words.append(f"{state.failures} failed send(s): {state.last_error}")
+    if state.last_outcome and state.last_outcome.outcome != "succeeded":
+        last = state.last_outcome
+        words.append(f"last run {last.outcome}" + (f": {last.exception}" if last.exception else ""))
     return "; ".join(words) or "ok"
+
+
+def _outcome(state: EntryState) -> str | None:
+    last = state.last_outcome
+    if last is None:
+        return None
+    runtime = f", ran {last.runtime:.3f} s" if last.runtime is not None else ""
+    exception = f" ({last.exception})" if last.exception else ""
+    return f"{last.outcome}{exception}{runtime}, task {last.task_id}"
+
+
+def _passed(count: int, last: Passed | None, zone: ZoneInfo) -> str | None:
+    if not count:
+        return None
+    if last is None:
+        return str(count)
+    return f"{count} in all; the last {last.count} before {_local(last.due, zone)} ({last.reason})"
 
 
 def _local(value: datetime | None, zone: ZoneInfo) -> datetime | None:
@@ -195,6 +219,7 @@ def show(tool: Tool, name: str, runs: int, as_json: bool) -> None:
         ("start at / end at", f"{entry.start_at or '—'} / {entry.end_at or '—'}"),
         ("catch up", f"{entry.catch_up} (grace: {entry.grace or 'default'})"),
         ("max runs", entry.max_runs),
+        ("overlap / jitter", f"{entry.overlap} / {f'{entry.jitter:g} s' if entry.jitter else '—'}"),
         ("description", entry.description or None),
         ("next run", _local(state.next_run_at, zone)),
         ("last run", _local(state.last_run_at, zone)),
@@ -202,10 +227,44 @@ def show(tool: Tool, name: str, runs: int, as_json: bool) -> None:
         ("runs", state.total_run_count),
         ("last task id", state.last_task_id),
         ("last beat", state.last_beat),
+        ("last outcome", _outcome(state)),
+        ("missed", _passed(state.missed, state.last_missed, zone)),
+        ("skipped (overlap)", _passed(state.skipped, state.last_skipped, zone)),
         ("state", condition(state)),
     ]
     tool.table(("field", "value"), rows, title=f"entry {name}")
     tool.table(("next runs",), ([due] for due in upcoming), title=f"in {zone.key}")
 
 
-COMMANDS = [list_entries, show, *EDITING]
+@click.command()
+@click.argument("name")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@json_option
+@pass_tool
+@guarded
+def history(tool: Tool, name: str, limit: int, as_json: bool) -> None:
+    """An entry's last runs, newest first: each send (or skip) and what became of it on a
+    worker (kept when redisbeat_history_size is set; outcomes need redisbeat_track_runs)."""
+    store = tool.store
+    zone = ZoneInfo(store.zone_of(store.get(name)))
+    runs = store.history(name, limit)
+    if as_json:
+        tool.json(runs)
+        return
+    if not runs and not store.history_size:
+        tool.say(f"{name}: no history is kept (set redisbeat_history_size)")
+        return
+    heads = ("due", "result", "late", "outcome", "runtime", "worker", "task id")
+    tool.table(heads, (_history_row(run, zone) for run in runs), title=f"{name}, in {zone.key}")
+
+
+def _history_row(run: Run, zone: ZoneInfo) -> list[Any]:
+    result = run.result + (f" ({run.reason})" if run.reason else "")
+    result += f", {run.missed} missed before" if run.missed else ""
+    outcome = (run.outcome or "—") + (f" ({run.exception})" if run.exception else "")
+    late = f"{run.late:.3f} s" if run.late is not None else None
+    runtime = f"{run.runtime:.3f} s" if run.runtime is not None else None
+    return [_local(run.due, zone), result, late, outcome, runtime, run.worker or None, run.task_id]
+
+
+COMMANDS = [list_entries, show, history, *EDITING]

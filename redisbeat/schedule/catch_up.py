@@ -53,3 +53,26 @@ def _count(entry: Entry, due_ms: int, start: int, latest: int, tz: str, limit: i
             break
         count, at = count + 1, nxt
     return count
+
+
+#: The most missed occurrences counted one by one (a cron entry back after a long outage
+#: says "at least" this many); an interval's are counted by arithmetic.
+COUNT_LIMIT = 1000
+
+
+def missed_between(entry: Entry, due_ms: int, start: int, end: int, tz: str) -> int:
+    """How many occurrences fall from ``start`` (an occurrence, counting from the one due at
+    ``due_ms``) up to, not including, ``end``: those a late claim did not send."""
+    if end <= start or entry.one_off or isinstance(entry.schedule, Clocked):
+        return 0
+    if isinstance(entry.schedule, Interval):
+        every_ms = round(entry.schedule.every * 1000)
+        return -(-(end - start) // every_ms) if every_ms > 0 else 0
+    count, at = 0, start
+    while at < end and count < COUNT_LIMIT:
+        count += 1
+        nxt = entry.next_due_ms(due_ms, at, tz)
+        if nxt is None:
+            break
+        at = nxt
+    return count

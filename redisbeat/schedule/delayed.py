@@ -45,6 +45,9 @@ class Delay:
     owner: str | None
     at_ms: int | None
     countdown_ms: int | None
+    #: A past occurrence of a periodic entry that :meth:`ScheduleStore.backfill` sends: the
+    #: entry's name and the occurrence's due time (its message carries both, and its id).
+    backfill: tuple[str, int] | None = None
 
     @classmethod
     def of(
@@ -101,6 +104,8 @@ class Delay:
             value = getattr(self, name)
             if value:
                 record[name] = list(value) if name == "args" else value
+        if self.backfill is not None:
+            record["backfill"] = {"entry": self.backfill[0], "due": self.backfill[1]}
         return record
 
     def definition(self) -> str:
@@ -132,6 +137,9 @@ class DelayedTask:
 
 #: The ``source`` of the Entry a beat sends a delayed task as (its message names the key).
 SOURCE = "delayed"
+#: The ``source`` of the Entry a beat sends a backfilled occurrence as: its name is the
+#: periodic entry's and its schedule the occurrence's due time.
+BACKFILL_SOURCE = "backfill"
 
 
 def entry_of(key: str, raw: str, due_ms: int) -> Entry:
@@ -143,6 +151,13 @@ def entry_of(key: str, raw: str, due_ms: int) -> Entry:
         raise CorruptEntry(key, "definition", f"is not valid JSON: {exc}") from None
     if not isinstance(record, dict):
         raise CorruptEntry(key, "definition", "is not a JSON object")
+    backfill = record.get("backfill")
+    is_backfill = isinstance(backfill, dict) and isinstance(backfill.get("entry"), str)
+    if isinstance(backfill, dict) and is_backfill:
+        occurrence = backfill.get("due")
+        if not isinstance(occurrence, int) or not 0 <= occurrence <= MAX_MS:
+            raise CorruptEntry(key, "backfill", "has no valid due time")
+        key, due_ms = backfill["entry"], occurrence
     try:
         return Entry(
             key,
@@ -152,7 +167,7 @@ def entry_of(key: str, raw: str, due_ms: int) -> Entry:
             kwargs=record.get("kwargs", {}),
             options=record.get("options", {}),
             one_off=True,
-            source=SOURCE,
+            source=BACKFILL_SOURCE if is_backfill else SOURCE,
         )
     except InvalidEntry as exc:
         raise CorruptEntry(key, exc.field, exc.message) from None

@@ -18,6 +18,7 @@ from .occurrences import Occurrences
 MAX_NAME_LENGTH = 200
 MAX_TASK_LENGTH = 255
 CATCH_UP_POLICIES = ("once", "skip", "all")
+OVERLAP_POLICIES = ("allow", "skip", "buffer_one")
 #: Options redisbeat sets itself on every send.
 RESERVED_OPTIONS = frozenset({"task_id"})
 
@@ -34,7 +35,10 @@ class Entry(Occurrences):
     next future one, ``"all"`` sends each of them, oldest first (see
     :mod:`redisbeat.schedule.catch_up`). ``grace`` (seconds) is the most an occurrence may
     be late and still be sent (default: unlimited for ``"once"`` and ``"all"``, 5 s for
-    ``"skip"``).
+    ``"skip"``). ``overlap`` decides what an occurrence does while the entry's previous one
+    still runs on a worker (``"allow"``, ``"skip"`` or ``"buffer_one"``; it needs the worker
+    hook, :mod:`redisbeat.worker`); ``jitter`` (seconds) delays each occurrence by a stable
+    amount up to it, never past the next one.
     """
 
     name: str
@@ -52,6 +56,8 @@ class Entry(Occurrences):
     source: str = "api"
     description: str = ""
     max_runs: int | None = None
+    overlap: str = "allow"
+    jitter: float | None = None
 
     def __post_init__(self) -> None:
         self._validate(decoded=False)
@@ -84,6 +90,10 @@ class Entry(Occurrences):
         runs = self.max_runs
         if runs is not None and (not isinstance(runs, int) or isinstance(runs, bool) or runs < 1):
             raise InvalidEntry(name, "max_runs", "must be a positive integer or None")
+        if self.overlap not in OVERLAP_POLICIES:
+            raise InvalidEntry(name, "overlap", f"must be one of {OVERLAP_POLICIES}")
+        if self.jitter is not None and not _non_negative(self.jitter):
+            raise InvalidEntry(name, "jitter", "must be a non-negative number of seconds or None")
         for flag in ("enabled", "one_off"):
             if not isinstance(getattr(self, flag), bool):
                 raise InvalidEntry(name, flag, "must be True or False")
@@ -156,6 +166,8 @@ class Entry(Occurrences):
             "description": self.description,
             # Left out while unset: definitions stored before it existed dump as they did.
             **({} if self.max_runs is None else {"max_runs": self.max_runs}),
+            **({} if self.overlap == "allow" else {"overlap": self.overlap}),
+            **({} if not self.jitter else {"jitter": self.jitter}),
         }
 
     def dumps(self) -> str:

@@ -29,6 +29,8 @@ REDISBEAT_KEYS = {
     "dst_gap",
     "dst_fold",
     "max_runs",
+    "overlap",
+    "jitter",
 }
 #: Keys that set the schedule's own fields (a Crontab's or Cron's DST policies).
 SCHEDULE_KEYS = ("dst_gap", "dst_fold")

@@ -1,4 +1,4 @@
-"""Occurrence ids: the task id of each occurrence, the same whichever beat sends it."""
+"""What every beat derives alike for an occurrence: its task id, and its jitter."""
 
 from __future__ import annotations
 
@@ -25,3 +25,17 @@ def occurrence_id(prefix: str, name: str, due_ms: int) -> str:
     digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
     h = digest.hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def jitter_ms(name: str, due_ms: int, jitter: float, room_ms: int | None) -> int:
+    """How long after its due time the occurrence of ``name`` due at ``due_ms`` is sent,
+    for an entry with ``jitter`` seconds: stable (every beat, and a beat that takes over,
+    works out the same delay), spread evenly over ``0 .. jitter``, and less than
+    ``room_ms``, the time to the next occurrence (None: none)."""
+    most = int(jitter * 1000)
+    if room_ms is not None:
+        most = min(most, room_ms - 1)
+    if most <= 0:
+        return 0
+    digest = hashlib.sha1(f"jitter\x00{name}\x00{due_ms}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % (most + 1)

@@ -20,15 +20,16 @@ from ..config import Config
 from ..errors import CorruptEntry, OwnershipError, RedisBeatError
 from ..schedule.clock import valid_ms
 from ..schedule.entry import Entry
+from .backfill import BackfillCalls
 from .beats import BeatCalls
 from .changes import ChangeFeed
-from .delayed import DelayedCalls
 from .errors import LayoutChanged, translated
 from .keys import Keys
 from .listing import EntryListing
 from .moving import placed
 from .pausing import Hold, PauseCalls
 from .records import SyncReport, text_or_none, wire
+from .runs import RunCalls
 from .scripts import Scripts, Upsert
 from .shards import Layout
 
@@ -40,7 +41,7 @@ MAX_CAS_ATTEMPTS = 10
 T = TypeVar("T")
 
 
-class ScheduleStore(BeatCalls, ChangeFeed, EntryListing, DelayedCalls, PauseCalls):
+class ScheduleStore(BeatCalls, ChangeFeed, EntryListing, BackfillCalls, PauseCalls, RunCalls):
     """Periodic entries in Redis: CRUD for people and programs, claims for beats."""
 
     @classmethod

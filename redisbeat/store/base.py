@@ -35,6 +35,11 @@ T = TypeVar("T")
 class StoreBase:
     """A Redis client with redisbeat's keys and scripts; the store's parts build on it."""
 
+    #: How many runs each entry's history keeps (0: none; ``redisbeat_history_size``), and
+    #: the longest a run counts as running when its worker never says it ended.
+    history_size = 0
+    run_expiry_ms = 3_600_000
+
     def __init__(
         self,
         client: Any,
@@ -98,7 +103,7 @@ class StoreBase:
 
     @classmethod
     def from_config(cls, config: Config) -> Any:
-        return cls(
+        store = cls(
             Connection.from_config(config),
             prefix=config.key_prefix,
             timezone=config.timezone,
@@ -111,6 +116,9 @@ class StoreBase:
             dst_gap=config.dst_gap,
             dst_fold=config.dst_fold,
         )
+        store.history_size = config.history_size
+        store.run_expiry_ms = int(config.run_expiry_seconds * 1000)
+        return store
 
     def with_defaults(self, entry: Entry) -> Entry:
         """``entry`` as it is stored: its schedule's zone filled in, and the DST policies

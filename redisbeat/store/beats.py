@@ -130,7 +130,7 @@ class BeatCalls(StoreBase):
             if lane == "delayed":
                 delayed = DelayedScripts(self.runner, scripts.keys)
                 return delayed.finish_call(beat_id, lease, mine, self.delayed_retention_ms)
-            return scripts.finish_call(beat_id, lease, mine, quarantine_after)
+            return scripts.finish_call(beat_id, lease, mine, quarantine_after, self.history_size)
 
         results, error = [], None
         for (lane, shard), positions, reply in self._per_shard(

@@ -87,6 +87,22 @@ class Keys:
         return self._key("spent")
 
     @property
+    def history_prefix(self) -> str:
+        """The start of an entry's history key: the finish script adds the name to it."""
+        return self._key("history:")
+
+    def history(self, name: str) -> str:
+        """LIST, newest first: an entry's last sends (JSON, pushed by the finish) and, with the
+        worker hook, what became of their runs (JSON, pushed by the worker)."""
+        return self.history_prefix + name
+
+    @property
+    def running(self) -> str:
+        """HASH: entry name -> JSON {task_id, due, started, worker, until} of its run going on
+        a worker now (the worker hook's; ``until``: when it stops counting as running)."""
+        return self._key("running")
+
+    @property
     def beats(self) -> str:
         """ZSET: beat instance id -> last heartbeat (ms)."""
         return self._deployment_key("beats")

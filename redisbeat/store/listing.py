@@ -18,6 +18,7 @@ from typing import Any, cast
 from ..errors import CorruptEntry
 from ..schedule.clock import from_ms, to_ms
 from ..schedule.entry import Entry
+from ..schedule.ids import jitter_ms
 from .errors import translated
 from .keys import Keys
 from .reads import EntryReads
@@ -202,20 +203,28 @@ class EntryListing(EntryReads):
 
     @translated
     def next_runs(self, name: str, n: int = 10) -> list[datetime]:
-        """The next ``n`` due times of an entry, from the one its schedule holds (none for
-        an entry that will not run again, or is paused until resumed), and no more than its
-        ``max_runs`` leaves."""
+        """The next ``n`` times an entry is sent, from the one its schedule holds (none for
+        an entry that will not run again, or is paused until resumed), each delayed by its
+        ``jitter``, and no more than its ``max_runs`` leaves."""
         entry = self.get(name).with_default_tz(self.timezone)
         state = self.state(name)
         if state.next_run_at is None:
             return []
         if entry.max_runs is not None:
             n = min(n, max(0, entry.max_runs - state.total_run_count))
-        due: int | None = to_ms(state.next_run_at)
         runs: list[datetime] = []
+        at = to_ms(state.next_run_at)
+        due: int | None = at
+        if state.held_due is not None and n > 0:  # an occurrence waits: it goes first
+            runs.append(state.next_run_at)
+            due = entry.next_due_ms(to_ms(state.held_due), at, self.timezone)
         while due is not None and len(runs) < n:
-            runs.append(from_ms(due))
-            due = entry.next_due_ms(due, due, self.timezone)
+            nxt = entry.next_due_ms(due, due, self.timezone)
+            delay = 0
+            if entry.jitter:
+                delay = jitter_ms(entry.name, due, entry.jitter, None if nxt is None else nxt - due)
+            runs.append(from_ms(due + delay))
+            due = nxt
         return runs
 
     def zone_of(self, entry: Entry) -> str:

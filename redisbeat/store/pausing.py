@@ -22,6 +22,7 @@ from .errors import translated
 from .moving import placed
 from .reads import EntryReads
 from .records import text_or_none, wire
+from .run_state import state_fields
 from .shards import Layout
 
 #: The longest note a pause keeps.
@@ -112,7 +113,7 @@ class Hold:
 
     @classmethod
     def of(cls, state: str | None, now_ms: int) -> Hold:
-        data = _state(state)
+        data = state_fields(state)
         count = data.get("total_run_count")
         runs = int(count) if valid_ms(count) else 0  # a count is a non-negative number too
         held = data.get("paused")
@@ -140,12 +141,3 @@ class Hold:
         if self.until_ms is None:
             return None
         return entry.due_at_or_after(self.until_ms, None, tz)
-
-
-def _state(raw: str | None) -> dict[str, Any]:
-    """A run state's fields ({}: none, or not a state redisbeat wrote)."""
-    try:
-        data = json.loads(raw) if raw else None
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}

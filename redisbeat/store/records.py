@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from ..schedule.clock import from_ms
 
-Action = Literal["sent", "skipped", "failed", "release"]
+Action = Literal["sent", "skipped", "failed", "release", "defer"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,9 @@ class Claim:
     #: True when the entry's due time in Redis was not a valid time (-inf, say): the beat
     #: puts it back on its schedule instead of sending it.
     impossible: bool = False
+    #: True when a finish deferred this occurrence (its jitter, or a run still going): it
+    #: was decided (and counted) then, and is sent now.
+    deferred: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,7 @@ class ClaimBatch:
                 int(reply[i + 3]),
                 recovered=reply[i + 4] == 1,
                 impossible=reply[i + 4] == 2,
+                deferred=reply[i + 4] == 3,
             )
             for i in range(2, len(reply), 5)
         ]
@@ -133,10 +137,13 @@ class Outcome:
     due_ms: int
     next_due_ms: int | None = None
     task_id: str = ""
-    #: Why the message was refused for this entry (action ``failed``).
+    #: Why: the message was refused for this entry (``failed``), the occurrence was skipped
+    #: or deferred, or (``sent``) the occurrences before it were missed.
     error: str = ""
     #: The entry's ``max_runs``: a send that reaches it takes the entry off the schedule.
     max_runs: int | None = None
+    #: How many occurrences before this one were missed (not sent within their grace).
+    missed: int = 0
 
 
 @dataclass(frozen=True)

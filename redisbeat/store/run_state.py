@@ -66,6 +66,54 @@ class Paused:
 
 
 @dataclass(frozen=True)
+class Outcome:
+    """How the entry's last run on a worker ended (the worker hook's record)."""
+
+    task_id: str
+    #: ``succeeded``, ``failed``, ``retried`` or ``revoked``.
+    outcome: str
+    exception: str | None
+    at: datetime | None
+    #: Seconds it ran (None: its start was not recorded).
+    runtime: float | None
+
+    @classmethod
+    def from_record(cls, data: Any) -> Outcome | None:
+        if not isinstance(data, dict) or not isinstance(data.get("outcome"), str):
+            return None
+        runtime = data.get("runtime")
+        return cls(
+            task_id=str(data.get("task_id") or ""),
+            outcome=data["outcome"],
+            exception=_text_field(data.get("exception")),
+            at=_time(data.get("at")),
+            runtime=runtime / 1000 if isinstance(runtime, (int, float)) else None,
+        )
+
+
+@dataclass(frozen=True)
+class Passed:
+    """The last occurrences that were missed (``reason``: ``"late"``) or skipped
+    (``"overlap"``): how many, before which due time, and when it was known."""
+
+    count: int
+    reason: str
+    due: datetime | None
+    at: datetime | None
+
+    @classmethod
+    def from_record(cls, data: Any) -> Passed | None:
+        if not isinstance(data, dict):
+            return None
+        return cls(
+            count=_count(data.get("count")),
+            reason=str(data.get("reason") or ""),
+            due=_time(data.get("due")),
+            at=_time(data.get("at")),
+        )
+
+
+@dataclass(frozen=True)
 class EntryState:
     """What Redis knows about an entry's runs."""
 
@@ -78,6 +126,10 @@ class EntryState:
     last_beat: str | None = None
     #: True while a beat holds a claim on the entry (the occurrence is being sent).
     running: bool = False
+    #: Why an occurrence due at :attr:`held_due` waits to be sent at :attr:`next_run_at`:
+    #: ``"jitter"``, or ``"overlap"`` (the previous run still goes on); None: none waits.
+    held: str | None = None
+    held_due: datetime | None = None
     #: Sends refused for the entry in a row (reset by a successful send), and the last reason.
     failures: int = 0
     last_error: str | None = None
@@ -92,6 +144,14 @@ class EntryState:
     #: Why the entry left the schedule by itself: ``"max_runs"`` once it has sent that many
     #: (None while it is scheduled).
     stopped: str | None = None
+    #: How its last run ended, as the worker hook recorded it (None: not known).
+    last_outcome: Outcome | None = None
+    #: Occurrences not sent within their grace, in all, and the last of them.
+    missed: int = 0
+    last_missed: Passed | None = None
+    #: Occurrences skipped by the overlap policy (a run still going), and the last of them.
+    skipped: int = 0
+    last_skipped: Passed | None = None
 
     @classmethod
     def from_redis(
@@ -114,31 +174,34 @@ class EntryState:
                     f"its due time in Redis is not a valid time ({score}); a beat puts it "
                     "back on its schedule from its definition"
                 )
-        data = _state_fields(raw, problems)
-
-        def ms(key: str) -> datetime | None:
-            value = data.get(key)
-            return from_ms(int(value)) if valid_ms(value) else None
-
+        data = state_fields(raw, problems)
+        held, held_due = _held(claim)
         return cls(
             name=name,
             next_run_at=next_run_at,
-            last_run_at=ms("last_run_at"),
-            last_sent_at=ms("last_sent_at"),
+            last_run_at=_time(data.get("last_run_at")),
+            last_sent_at=_time(data.get("last_sent_at")),
             total_run_count=_count(data.get("total_run_count")),
             last_task_id=_text_field(data.get("last_task_id")),
             last_beat=_text_field(data.get("last_beat")),
-            running=claim is not None,
+            running=claim is not None and held is None,
+            held=held,
+            held_due=held_due,
             failures=_count(data.get("failures")),
             last_error=_text_field(data.get("last_error")),
             problem="; ".join(problems) or None,
             quarantined=quarantined,
             paused=Paused.from_record(data.get("paused")),
             stopped=_text_field(data.get("stopped")) if next_run_at is None else None,
+            last_outcome=Outcome.from_record(data.get("last_outcome")),
+            missed=_count(data.get("missed")),
+            last_missed=Passed.from_record(data.get("last_missed")),
+            skipped=_count(data.get("skipped")),
+            last_skipped=Passed.from_record(data.get("last_skipped")),
         )
 
 
-def _state_fields(raw: str | None, problems: list[str]) -> dict[str, Any]:
+def state_fields(raw: str | None, problems: list[str] | None = None) -> dict[str, Any]:
     """The run state's fields; what is not what redisbeat writes is named in ``problems``."""
     if not raw:
         return {}
@@ -147,11 +210,12 @@ def _state_fields(raw: str | None, problems: list[str]) -> dict[str, Any]:
     except (ValueError, RecursionError):
         data = None
     if not isinstance(data, dict):
-        problems.append("its run state in Redis is not what redisbeat writes")
+        if problems is not None:
+            problems.append("its run state in Redis is not what redisbeat writes")
         return {}
-    numbers = ("last_run_at", "last_sent_at", "total_run_count", "failures")
+    numbers = ("last_run_at", "last_sent_at", "total_run_count", "failures", "missed", "skipped")
     wrong = [k for k in numbers if k in data and not _number(data[k])]
-    if wrong:
+    if wrong and problems is not None:
         problems.append(f"its run state in Redis has invalid {', '.join(wrong)}")
     return {k: v for k, v in data.items() if k not in wrong}
 
@@ -166,3 +230,18 @@ def _count(value: Any) -> int:
 
 def _text_field(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _time(value: Any) -> datetime | None:
+    return from_ms(int(value)) if valid_ms(value) else None
+
+
+def _held(claim: str | None) -> tuple[str | None, datetime | None]:
+    """Why a claim record holds an occurrence back, and its due time (a deferred claim)."""
+    try:
+        data = json.loads(claim) if claim else None
+    except (ValueError, RecursionError):
+        return None, None
+    if not isinstance(data, dict) or not isinstance(data.get("deferred"), str):
+        return None, None
+    return data["deferred"], _time(data.get("due"))

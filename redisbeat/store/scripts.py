@@ -69,21 +69,33 @@ class Scripts:
         return Call(CLAIM, keys, [beat_id, lease_ms, batch_size, MAX_MS, ahead_ms])
 
     def finish(
-        self, beat_id: str, lease_until_ms: int, outcomes: list[Outcome], quarantine_after: int
+        self,
+        beat_id: str,
+        lease_until_ms: int,
+        outcomes: list[Outcome],
+        quarantine_after: int,
+        history_size: int = 0,
     ) -> FinishResult:
-        call = self.finish_call(beat_id, lease_until_ms, outcomes, quarantine_after)
+        call = self.finish_call(beat_id, lease_until_ms, outcomes, quarantine_after, history_size)
         return FinishResult.from_reply(self.runner.run(call, "lenient"))
 
     def finish_call(
-        self, beat_id: str, lease_until_ms: int, outcomes: list[Outcome], quarantine_after: int
+        self,
+        beat_id: str,
+        lease_until_ms: int,
+        outcomes: list[Outcome],
+        quarantine_after: int,
+        history_size: int = 0,
     ) -> Call:
         """The finish, to run with other shards' (its reply: :meth:`FinishResult.from_reply`)."""
         k = self.keys
         args: list[Any] = [beat_id, lease_until_ms, k.events, quarantine_after, MAX_MS]
+        args += [history_size, k.history_prefix]
         for o in outcomes:
             nxt = "" if o.next_due_ms is None else o.next_due_ms
             limit = "" if o.max_runs is None else o.max_runs
-            args += [wire(o.name), o.action, nxt, o.task_id, o.due_ms, o.error, limit]
+            missed = o.missed or ""
+            args += [wire(o.name), o.action, nxt, o.task_id, o.due_ms, o.error, limit, missed]
         keys = [k.schedule, k.inflight, k.state, k.entries, k.quarantine, k.spent]
         return Call(FINISH, keys, args)
 

@@ -1,4 +1,5 @@
-"""Stopping processes, and ``celery beat`` processes running the kit's Celery app."""
+"""Stopping processes, and ``celery beat`` and ``celery worker`` processes running the kit's
+Celery app."""
 
 from __future__ import annotations
 
@@ -54,35 +55,34 @@ class Beats:
     def start(self, count: int = 1, **extra_env: str) -> list[Beat]:
         started = []
         for _ in range(count):
-            log = self.directory / f"beat-{len(self.beats)}.log"
-            env = {**environ_without_django(), **self.env, **extra_env}
-            handle = log.open("wb")
-            process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    BEAT_APP,
-                    "beat",
-                    *(["-S", "redisbeat.RedisScheduler"] if self.scheduler_flag else []),
-                    "--loglevel",
-                    "INFO",
-                    "--pidfile",
-                    "",
-                    "--schedule",
-                    str(self.directory / "unused-schedule"),
-                ],
-                cwd=self.directory,
-                env=env,
-                stdout=handle,
-                stderr=subprocess.STDOUT,
-            )
-            handle.close()
-            beat = Beat(process, log)
-            self.beats.append(beat)
-            started.append(beat)
+            scheduler = ["-S", "redisbeat.RedisScheduler"] if self.scheduler_flag else []
+            unused = str(self.directory / "unused-schedule")
+            args = ["beat", *scheduler, "--pidfile", "", "--schedule", unused]
+            started.append(self._run(f"beat-{len(self.beats)}.log", args, extra_env))
         return started
+
+    def start_worker(self, concurrency: int = 2, **extra_env: str) -> Beat:
+        """A ``celery worker`` (prefork) on the same app, broker and settings."""
+        name = f"worker{len(self.beats)}@test"
+        args = ["worker", "-c", str(concurrency), "-n", name, "--without-gossip"]
+        args += ["--without-mingle", "--without-heartbeat"]
+        return self._run(f"worker-{len(self.beats)}.log", args, extra_env)
+
+    def _run(self, log_name: str, args: list[str], extra_env: dict[str, str]) -> Beat:
+        log = self.directory / log_name
+        env = {**environ_without_django(), **self.env, **extra_env}
+        handle = log.open("wb")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", BEAT_APP, *args, "--loglevel", "INFO"],
+            cwd=self.directory,
+            env=env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+        )
+        handle.close()
+        beat = Beat(process, log)
+        self.beats.append(beat)
+        return beat
 
     def stop_all(self) -> None:
         for beat in self.beats:

@@ -32,6 +32,10 @@ if os.environ.get("TEST_SENTINEL_MASTER"):
 if os.environ.get("TEST_WAIT_REPLICAS"):
     app.conf.redisbeat_wait_replicas = int(os.environ["TEST_WAIT_REPLICAS"])
     app.conf.redisbeat_wait_timeout = float(os.environ.get("TEST_WAIT_TIMEOUT", "0.5"))
+if os.environ.get("TEST_TRACK_RUNS"):
+    app.conf.redisbeat_track_runs = True
+if os.environ.get("TEST_HISTORY"):
+    app.conf.redisbeat_history_size = int(os.environ["TEST_HISTORY"])
 app.conf["timezone"] = "UTC"
 if os.environ.get("TEST_SET_BEAT_SCHEDULER"):
     app.conf.beat_scheduler = "redisbeat.RedisScheduler"
@@ -51,6 +55,17 @@ def ping(*args: Any, **kwargs: Any) -> None:
 @app.task(name="proj.strict")
 def strict(x: int) -> None:
     """A task whose signature Celery checks in the beat: other arguments are refused there."""
+
+
+@app.task(name="proj.sleep")
+def sleep(seconds: float) -> None:
+    """A task that runs for a while (overlap policies)."""
+    time.sleep(seconds)
+
+
+@app.task(name="proj.fail")
+def fail() -> None:
+    raise ValueError("proj.fail always fails")
 
 
 _published = 0

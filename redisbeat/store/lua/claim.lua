@@ -20,7 +20,8 @@
 --           beat sends each when it falls due), so a busy schedule is claimed in fewer,
 --           larger batches; a takeover's original due time is returned as it was
 -- Returns {now_ms, earliest_remaining_score_ms or -1 (also when that score is not valid),
---          name, definition, due_ms, claimed_ms, recovered (0|1|2), name, definition, ...}
+--          name, definition, due_ms, claimed_ms, recovered (0|1|2|3), name, definition, ...}
+-- (3: an occurrence a finish deferred, for its jitter or a run still going, now due)
 -- A batch costs a fixed handful of commands whatever its size: one read of the schedule's
 -- head, one HMGET per hash, one multi-member ZADD and one multi-field HSET.
 local now = now_ms()
@@ -92,7 +93,8 @@ for i, name in ipairs(names) do
   else
     local occurrence, claimed, recovered = score, now, 0
     if lease then
-      occurrence, recovered = tonumber(claim.due), 1
+      -- A deferred occurrence (3) was not sent yet; a lost lease's (1) may have been.
+      occurrence, recovered = tonumber(claim.due), claim.deferred and 3 or 1
       -- A record written before claim times were kept: the claim stood for its due time.
       claimed = tonumber(claim.at) or occurrence
     end

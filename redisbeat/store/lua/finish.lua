@@ -14,16 +14,24 @@
 -- ARGV[3] = pub/sub channel, to wake the beats when a claim is handed back
 -- ARGV[4] = set an entry aside after this many failed sends in a row (0 = never)
 -- ARGV[5] = the latest valid time, ms (an earliest score outside 0..ARGV[5] is reported as -1)
--- then seven per entry:
---   name, action ('sent' | 'skipped' | 'failed' | 'release'), next due ms ('' = none),
---   task id, due ms, error ('' unless failed), max_runs ('' = none)
+-- ARGV[6] = how many runs an entry's history keeps (0: no history is written)
+-- ARGV[7] = the start of an entry's history key (LIST, newest first; the name is added)
+-- then eight per entry:
+--   name, action ('sent' | 'skipped' | 'failed' | 'release' | 'defer'), next due ms ('' =
+--   none; for 'defer': when to send it), task id, due ms, why ('' = nothing to say: the
+--   error of a 'failed' one, why one was skipped or deferred, why occurrences were missed),
+--   max_runs ('' = none), occurrences missed before this one ('' = none)
 -- 'sent', 'skipped' and 'failed' reschedule at the next due time (or unschedule when there is
 -- none). 'release' hands the claim back: the entry is due again at once, at its original due
--- time. A 'sent' run is recorded in the state even when the claim was taken over meanwhile:
--- the message went out. A 'failed' one (the message was refused for the entry) counts
--- towards the entry's failures in a row, which a 'sent' one resets. A 'sent' run that makes
--- the entry's total_run_count reach its max_runs takes it off the schedule, and its state
--- says so ("stopped": "max_runs").
+-- time. 'defer' keeps the claim's occurrence for later (its jitter, or a run still going):
+-- the inflight record stays, without a beat, as a lease that ends then, so whichever beat
+-- claims it then sends that same occurrence. A 'sent' run is recorded in the state even when
+-- the claim was taken over meanwhile: the message went out. A 'failed' one (the message was
+-- refused for the entry) counts towards the entry's failures in a row, which a 'sent' one
+-- resets. A 'sent' run that makes the entry's total_run_count reach its max_runs takes it off
+-- the schedule, and its state says so ("stopped": "max_runs"). Missed occurrences are counted
+-- in the state ("missed", "last_missed"), skipped ones too ("skipped", "last_skipped"); with
+-- a history, each outcome but a hand-back or a deferral is pushed onto it.
 -- Returns {claims finished, now_ms, earliest score left in the schedule or -1,
 --          {names set aside by this call}, {name, what was wrong with its run state, ...}}.
 -- A batch costs a fixed handful of commands whatever its size: every read first (one per key,
@@ -41,9 +49,13 @@ local spent = {} -- now, name, ...
 -- What this call reads, by name: the schedule's scores, the claims, the run states and the
 -- definitions (false: none). The outcomes change these copies; the changes are written last.
 local names, recorded = {}, {}
-for i = 6, #ARGV, 7 do
+local history_size, history_prefix = tonumber(ARGV[6]), ARGV[7]
+local FIRST, EACH = 8, 8
+for i = FIRST, #ARGV, EACH do
+  local action = ARGV[i + 1]
   names[#names + 1] = ARGV[i]
-  if ARGV[i + 1] == 'sent' or ARGV[i + 1] == 'failed' then
+  if action == 'sent' or action == 'failed' or (action == 'skipped' and ARGV[i + 5] ~= '')
+      or ARGV[i + 7] ~= '' then
     recorded[#recorded + 1] = ARGV[i]
   end
 end
@@ -87,7 +99,8 @@ local function load_state(name)
     garbled[#garbled + 1] = 'not a JSON object'
     return {}
   end
-  for _, field in ipairs({'total_run_count', 'failures', 'last_run_at', 'last_sent_at'}) do
+  for _, field in ipairs({'total_run_count', 'failures', 'last_run_at', 'last_sent_at',
+                          'missed', 'skipped'}) do
     if state[field] ~= nil and type(state[field]) ~= 'number' then
       garbled[#garbled + 1] = name
       garbled[#garbled + 1] = field .. ' is not a number'
@@ -120,9 +133,31 @@ local function record_failure(name, due, error)
   change(3, name, cjson.encode(state))
 end
 
-for i = 6, #ARGV, 7 do
+-- What became of one occurrence, counted in the state and pushed onto the history.
+local histories = {} -- name, record, ...
+local function tell(name, action, due, task_id, why, missed)
+  if not entries[name] then
+    return
+  end
+  if missed or (action == 'skipped' and why ~= '') then
+    local state = load_state(name)
+    local field = missed and 'missed' or 'skipped'
+    state[field] = (tonumber(state[field]) or 0) + (missed or 1)
+    state['last_' .. field] = {at = now, due = due, count = missed or 1, reason = why}
+    change(3, name, cjson.encode(state))
+  end
+  if history_size > 0 then
+    histories[#histories + 1] = name
+    histories[#histories + 1] = cjson.encode({kind = 'send', result = action, due = due,
+      at = now, task_id = task_id, beat = beat, reason = why ~= '' and why or nil,
+      missed = missed})
+  end
+end
+
+for i = FIRST, #ARGV, EACH do
   local name, action, next_due, task_id = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local due, limit = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 6])
+  local why, missed = ARGV[i + 5], tonumber(ARGV[i + 7])
   local moved = false -- whether this claim put the entry at its next due time
   local claim = record(inflight[name])
   local mine = claim ~= nil and claim.beat == beat
@@ -135,6 +170,13 @@ for i = 6, #ARGV, 7 do
       if untouched then
         move(name, claim.due)
         released = released + 1
+      end
+    elseif action == 'defer' then
+      if untouched then
+        local at = tonumber(next_due)
+        move(name, at)
+        change(2, name, cjson.encode({due = tonumber(claim.due), at = tonumber(claim.at),
+                                      beat = '', lease_until = at, deferred = why}))
       end
     else
       if untouched then
@@ -151,7 +193,10 @@ for i = 6, #ARGV, 7 do
   end
   -- A failure counts once: a claim taken over meanwhile is the other beat's to count.
   if action == 'failed' and mine and entries[name] then
-    record_failure(name, due, ARGV[i + 5])
+    record_failure(name, due, why)
+  end
+  if action ~= 'release' and action ~= 'defer' and (mine or action == 'sent') then
+    tell(name, action, due, task_id, why, missed)
   end
   if action == 'sent' and entries[name] then
     local state = load_state(name)
@@ -183,7 +228,7 @@ if #quarantined > 0 then
     return bad
   end
 end
-local moves, gone, values, deleted = {}, {}, {}, {}
+local moves, gone, values, claims, ended = {}, {}, {}, {}, {}
 for _, name in ipairs(changed[1]) do
   if score[name] then
     moves[#moves + 1] = score[name]
@@ -196,12 +241,30 @@ for _, name in ipairs(changed[3]) do
   values[#values + 1] = name
   values[#values + 1] = states[name]
 end
-write_many('HDEL', 2, changed[2])
+for _, name in ipairs(changed[2]) do
+  if inflight[name] then
+    claims[#claims + 1] = name
+    claims[#claims + 1] = inflight[name]
+  else
+    ended[#ended + 1] = name
+  end
+end
+write_many('HDEL', 2, ended)
+write_many('HSET', 2, claims)
 write_many('ZADD', 1, moves)
 write_many('ZREM', 1, gone)
 write_many('HSET', 3, values)
 write_many('HDEL', 4, changed[4])
 write_many('HSET', 5, quarantined)
+-- A history is bounded: trimmed to twice its size (sends and their runs' outcomes) once it
+-- holds half as many again, so most pushes cost one command.
+for i = 1, #histories, 2 do
+  local key = history_prefix .. histories[i]
+  local length = redis.pcall('LPUSH', key, histories[i + 1])
+  if type(length) == 'number' and length > 3 * history_size then
+    redis.call('LTRIM', key, 0, 2 * history_size - 1)
+  end
+end
 -- The sweep's index only: a key of the wrong type there must not fail the sends' finish.
 for first = 1, #spent, CHUNK do
   redis.pcall('ZADD', KEYS[6], chunk(spent, first))

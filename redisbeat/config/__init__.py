@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ConfigurationError
-from .urls import (
+from ..errors import ConfigurationError
+from ..urls import (
     CLUSTER_SCHEMES,
     REDIS_SCHEMES,
     SENTINEL_SCHEME,
@@ -18,6 +17,7 @@ from .urls import (
     from_broker,
     redact,
 )
+from .names import reject_unknown_settings
 
 #: Setting name (without the ``redisbeat_`` prefix) -> default.
 DEFAULTS: dict[str, Any] = {
@@ -45,7 +45,21 @@ DEFAULTS: dict[str, Any] = {
     "dst_gap": "shift",
     "dst_fold": "once",
     "catch_up_limit": 100,
+    "history_size": 0,
+    "track_runs": False,
+    "run_expiry_seconds": 3600.0,
 }
+#: The settings :meth:`Config.from_app` works the connection out from.
+CONNECTION_SETTINGS = frozenset(
+    {
+        "redis_url",
+        "redis_options",
+        "sentinel_master",
+        "sentinel_options",
+        "socket_timeout",
+        "socket_connect_timeout",
+    }
+)
 #: The settings that take one of a few words, and those words (the schedule kinds' DST
 #: policies: a wall time a spring-forward gap skips, one a fall-back overlap repeats).
 CHOICES: dict[str, tuple[str, ...]] = {"dst_gap": ("shift", "skip"), "dst_fold": ("once", "twice")}
@@ -57,6 +71,7 @@ INTEGERS: dict[str, tuple[int, float, str]] = {
     "entry_cache_size": (0, math.inf, "a non-negative integer"),
     "quarantine_after": (0, math.inf, "a non-negative integer"),
     "catch_up_limit": (1, math.inf, "a positive integer"),
+    "history_size": (0, 10_000, "an integer from 0 to 10000"),
     "shards": (1, MAX_SHARDS, f"an integer from 1 to {MAX_SHARDS}"),
 }
 
@@ -103,6 +118,12 @@ class Config:
     dst_fold: str = "once"
     #: The most missed occurrences a ``catch_up="all"`` entry sends after downtime.
     catch_up_limit: int = 100
+    #: How many runs each entry's history keeps (0: none; it costs a command per send).
+    history_size: int = 0
+    #: A worker records the runs of what redisbeat sent (:mod:`redisbeat.worker`).
+    track_runs: bool = False
+    #: The longest a run counts as running when its worker never reports its end.
+    run_expiry_seconds: float = 3600.0
 
     def __post_init__(self) -> None:
         schemes = (*REDIS_SCHEMES, SENTINEL_SCHEME, *CLUSTER_SCHEMES)
@@ -120,6 +141,10 @@ class Config:
             )
         self._check_positive()
         self._check_metrics()
+        if not isinstance(self.track_runs, bool):
+            raise ConfigurationError(
+                f"redisbeat_track_runs must be True or False: {self.track_runs!r}"
+            )
         for name, allowed in CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise ConfigurationError(
@@ -158,6 +183,7 @@ class Config:
             "delayed_retention_seconds",
             "spent_retention_seconds",
             "summary_seconds",
+            "run_expiry_seconds",
         ):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value <= 0:
@@ -225,7 +251,7 @@ class Config:
     def from_app(cls, app: Any) -> Config:
         """Read the ``redisbeat_*`` settings (and the broker URL as a default) from a Celery app."""
         conf = app.conf
-        _reject_unknown_settings(conf)
+        reject_unknown_settings(conf, DEFAULTS)
 
         def get(name: str) -> Any:
             return conf.get(f"redisbeat_{name}", DEFAULTS[name])
@@ -244,71 +270,17 @@ class Config:
         sentinel_options.setdefault("socket_timeout", get("socket_timeout"))
         sentinel_options.setdefault("socket_connect_timeout", get("socket_connect_timeout"))
         tz = getattr(app.timezone, "key", None) or "UTC"
+        # The settings read as they are: every one but those worked out above.
+        plain = {name: get(name) for name in DEFAULTS if name not in CONNECTION_SETTINGS}
         return cls(
             redis_url=url,
-            key_prefix=get("key_prefix"),
-            lease_seconds=get("lease_seconds"),
-            batch_size=get("batch_size"),
-            heartbeat_seconds=get("heartbeat_seconds"),
             max_loop_interval=float(conf.beat_max_loop_interval or 300.0),
             timezone=tz,
             redis_options=options,
             sentinel_master=master,
             sentinel_options=sentinel_options,
-            wait_replicas=get("wait_replicas"),
-            wait_timeout=get("wait_timeout"),
-            entry_cache_size=get("entry_cache_size"),
-            quarantine_after=get("quarantine_after"),
-            shards=get("shards"),
-            claim_ahead_seconds=get("claim_ahead_seconds"),
-            delayed_retention_seconds=get("delayed_retention_seconds"),
-            spent_retention_seconds=get("spent_retention_seconds"),
-            summary_seconds=get("summary_seconds"),
-            metrics_port=get("metrics_port"),
-            metrics_address=get("metrics_address"),
-            dst_gap=get("dst_gap"),
-            dst_fold=get("dst_fold"),
-            catch_up_limit=get("catch_up_limit"),
+            **plain,
         )
-
-
-#: redisbeat_django's own Django settings, which Celery sees too when it is configured from
-#: ``django.conf:settings``: not Celery settings, and not misspelled.
-DJANGO_SETTINGS = frozenset({"REDISBEAT_CELERY_APP"})
-
-
-def _reject_unknown_settings(conf: Any) -> None:
-    """Stop on a misspelled setting, however it is spelled: ``redisbeat_*``, the upper-case
-    ``REDISBEAT_*`` Celery does not read, or ``CELERY_REDISBEAT_*`` (Django's namespace)."""
-    known = {f"redisbeat_{name}" for name in DEFAULTS}
-    keys = list(conf.keys())  # first: the namespace is known once the settings are read
-    # With config_from_object(..., namespace="CELERY") Celery reads CELERY_REDISBEAT_*.
-    prefix = str(getattr(conf, "prefix", None) or "")
-    for key in keys:
-        if not isinstance(key, str):
-            continue
-        if key.startswith("redisbeat_"):
-            if key not in known:
-                raise ConfigurationError(f"unknown setting {key}{_hint(key, known)}")
-        elif prefix and key.startswith(f"{prefix}REDISBEAT_"):
-            name = key[len(prefix) :].lower()
-            if name not in known:
-                spelled = {f"{prefix}{k.upper()}" for k in known}
-                raise ConfigurationError(f"unknown setting {key}{_hint(key, spelled)}")
-        elif key.startswith("REDISBEAT_") and key not in DJANGO_SETTINGS:
-            name = key.lower()
-            how = f"{prefix}{key}" if prefix else name
-            if name in known:
-                raise ConfigurationError(
-                    f"setting {key} is not read: Celery reads this one as {how}"
-                )
-            upper = {k.upper() for k in known} | DJANGO_SETTINGS
-            raise ConfigurationError(f"unknown setting {key}{_hint(key, upper)}")
-
-
-def _hint(key: str, known: set[str] | frozenset[str]) -> str:
-    close = difflib.get_close_matches(key, sorted(known), n=1)
-    return f"; did you mean {close[0]}?" if close else ""
 
 
 def _mapping(name: str, value: Any) -> dict[str, Any]:

@@ -1,0 +1,72 @@
+-- Record a run of an entry's task on a worker (the worker hook): its start, or its end.
+-- A start marks the entry as running (for its overlap policy) until its end, or until the
+-- marker's "until" passes (a worker killed mid-run never says it ended). An end clears the
+-- marker (only its own run's: an overlapping run may hold it), records the outcome in the
+-- entry's run state ("last_outcome") and, with a history, pushes it there; an occurrence
+-- waiting for this run to end (overlap="buffer_one") is made due at once.
+--
+-- KEYS[1] = running  HASH  name -> {"task_id", "due", "worker", "started", "until"}
+-- KEYS[2] = state    HASH  name -> run state JSON
+-- KEYS[3] = history  LIST  the entry's (newest first)
+-- KEYS[4] = schedule ZSET
+-- KEYS[5] = inflight HASH  name -> claim JSON
+-- ARGV[1] = 'start' | 'end'
+-- ARGV[2] = name
+-- ARGV[3] = the worker's record JSON (task_id, due, worker; an end adds outcome, exception)
+-- ARGV[4] = start: how long the marker counts (ms); end: how many runs a history keeps
+-- ARGV[5] = pub/sub channel, to wake the beats for an occurrence that waited
+-- Returns 1, or 0 when the end found no run state (the entry was never sent or is gone).
+local now = now_ms()
+local name = ARGV[2]
+local ok, run = pcall(cjson.decode, ARGV[3])
+if not ok or type(run) ~= 'table' then
+  return redis.error_reply('ERR the run record is not a JSON object')
+end
+if ARGV[1] == 'start' then
+  run.started = now
+  run['until'] = now + tonumber(ARGV[4])
+  redis.call('HSET', KEYS[1], name, cjson.encode(run))
+  return 1
+end
+
+local marker = record(redis.call('HGET', KEYS[1], name))
+if marker and marker.task_id == run.task_id then
+  redis.call('HDEL', KEYS[1], name)
+end
+if marker and tonumber(marker.started) and marker.task_id == run.task_id then
+  run.started = tonumber(marker.started)
+end
+run.ended = now
+if run.started then
+  run.runtime = now - run.started
+end
+run.kind = 'run'
+
+-- A buffered occurrence waiting for a run to end is due now.
+local waiting = record(redis.call('HGET', KEYS[5], name))
+if waiting and waiting.deferred == 'overlap' and waiting.beat == ''
+    and tonumber(redis.call('ZSCORE', KEYS[4], name)) == tonumber(waiting.lease_until) then
+  waiting.lease_until = now
+  redis.call('HSET', KEYS[5], name, cjson.encode(waiting))
+  redis.call('ZADD', KEYS[4], now, name)
+  redis.pcall('PUBLISH', ARGV[5], 'released')
+end
+
+local raw = redis.call('HGET', KEYS[2], name)
+if not raw then
+  return 0
+end
+local decoded, state = pcall(cjson.decode, raw)
+if decoded and type(state) == 'table' then
+  state.last_outcome = {task_id = run.task_id, due = run.due, outcome = run.outcome,
+                        exception = run.exception, at = now, runtime = run.runtime}
+  redis.call('HSET', KEYS[2], name, cjson.encode(state))
+end
+local size = tonumber(ARGV[4])
+if size > 0 then
+  local length = redis.call('LPUSH', KEYS[3], cjson.encode(run))
+  if length > 3 * size then
+    redis.call('LTRIM', KEYS[3], 0, 2 * size - 1)
+  end
+end
+return 1

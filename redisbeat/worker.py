@@ -1,0 +1,154 @@
+"""The worker hook: what became of each task redisbeat sent (start, end, outcome, runtime).
+
+Opt in on the worker's app with one setting, ``redisbeat_track_runs = True`` (Celery's
+command line imports redisbeat for its ``redisbeat`` subcommand, so a ``celery worker`` sees
+the setting when it starts), or call :func:`track_runs` with the app. A worker then records,
+for each message a beat sent (it carries the ``redisbeat_entry`` header), when it started
+and how it ended (succeeded, failed with the exception's type, retried, revoked), with one
+script call per event through Celery's ``task_prerun``, ``task_postrun``, ``task_failure``
+and ``task_revoked`` signals; other tasks cost a header lookup. What it records feeds the
+entries' ``overlap`` policies, their ``last_outcome`` and their history
+(``redisbeat_history_size``). A run whose worker dies mid-way stops counting as running
+after ``redisbeat_run_expiry_seconds``. Redis being unreachable never fails a task: the
+event is logged and dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from typing import Any
+
+from celery import signals
+
+from .config import Config
+from .errors import RedisBeatError
+from .store import ScheduleStore
+from .store.errors import StoreError
+
+log = logging.getLogger(__name__)
+
+#: The header naming the entry a message was sent for, and the one with its due time.
+ENTRY_HEADER = "redisbeat_entry"
+DUE_HEADER = "redisbeat_due"
+
+_lock = threading.Lock()
+#: The apps whose runs are recorded, each with its store (made in the process that uses it).
+_tracked: dict[int, tuple[Any, int, ScheduleStore | None]] = {}
+#: Exception type names from ``task_failure``, until ``task_postrun`` records the end.
+_failures: dict[str, str] = {}
+
+
+def track_runs(app: Any) -> None:
+    """Record the runs of what redisbeat sent, on this worker, for ``app``."""
+    with _lock:
+        _tracked.setdefault(id(app), (app, 0, None))
+        _connect()
+
+
+def _on_worker_init(sender: Any = None, **_: Any) -> None:
+    app = getattr(sender, "app", None)
+    if app is None:
+        return
+    try:
+        wanted = Config.from_app(app).track_runs
+    except RedisBeatError as exc:
+        log.warning("redisbeat: runs are not recorded: %s", exc)
+        return
+    if wanted:
+        track_runs(app)
+
+
+def _connect() -> None:
+    signals.task_prerun.connect(_started, weak=False, dispatch_uid="redisbeat.started")
+    signals.task_postrun.connect(_ended, weak=False, dispatch_uid="redisbeat.ended")
+    signals.task_failure.connect(_failed, weak=False, dispatch_uid="redisbeat.failed")
+    signals.task_revoked.connect(_revoked, weak=False, dispatch_uid="redisbeat.revoked")
+
+
+def _store(app: Any) -> ScheduleStore | None:
+    """The app's store in this process (a pool's child makes its own after the fork)."""
+    with _lock:
+        tracked = _tracked.get(id(app))
+        if tracked is None:
+            return None
+        _, pid, store = tracked
+        if store is None or pid != os.getpid():
+            store = ScheduleStore.from_app(app)
+            _tracked[id(app)] = (app, os.getpid(), store)
+        return store
+
+
+def _header(request: Any, name: str) -> Any:
+    value = getattr(request, name, None)
+    if value is None:
+        headers = getattr(request, "headers", None) or {}
+        value = headers.get(name) if isinstance(headers, dict) else None
+    return value
+
+
+def _record(app: Any, request: Any, what: str, **outcome: Any) -> None:
+    entry = _header(request, ENTRY_HEADER)
+    if not isinstance(entry, str):
+        return
+    due = _header(request, DUE_HEADER)
+    due_ms = due if isinstance(due, int) and not isinstance(due, bool) else None
+    task_id = str(getattr(request, "id", "") or "")
+    worker = str(getattr(request, "hostname", None) or socket.gethostname())
+    try:
+        store = _store(app)
+        if store is None:
+            return
+        if what == "start":
+            store.run_started(entry, task_id, due_ms, worker)
+        else:
+            store.run_ended(entry, task_id, due_ms, worker, **outcome)
+    except (StoreError, RedisBeatError) as exc:
+        log.warning("redisbeat: could not record the %s of %s (%s): %s", what, entry, task_id, exc)
+
+
+def _started(sender: Any = None, task: Any = None, **_: Any) -> None:
+    if task is not None:
+        _record(task.app, task.request, "start")
+
+
+def _failed(
+    sender: Any = None, task_id: str | None = None, exception: Any = None, **_: Any
+) -> None:
+    if task_id and exception is not None:
+        _failures[task_id] = type(exception).__name__
+
+
+def _ended(sender: Any = None, task: Any = None, state: str | None = None, **_: Any) -> None:
+    if task is None:
+        return
+    task_id = str(getattr(task.request, "id", "") or "")
+    exception = _failures.pop(task_id, None)
+    outcome = {"SUCCESS": "succeeded", "RETRY": "retried", "REVOKED": "revoked"}.get(
+        state or "", "failed"
+    )
+    _record(task.app, task.request, "end", outcome=outcome, exception=exception)
+
+
+def _revoked(sender: Any = None, request: Any = None, **_: Any) -> None:
+    # A revoked task that ran ends through task_postrun too; one revoked before it started
+    # ends here (its request is the worker's, its headers in the message's dict).
+    if request is None or sender is None:
+        return
+    headers = getattr(request, "request_dict", None) or {}
+    about = _Headers(headers, getattr(request, "id", ""), getattr(request, "hostname", None))
+    _record(sender.app, about, "end", outcome="revoked", exception=None)
+
+
+class _Headers:
+    """A worker request's message headers, read as a task's request is."""
+
+    def __init__(self, headers: dict[str, Any], task_id: str, hostname: str | None) -> None:
+        self.headers = headers
+        self.id = task_id
+        self.hostname = hostname
+
+
+signals.worker_init.connect(_on_worker_init, weak=False, dispatch_uid="redisbeat.worker_init")

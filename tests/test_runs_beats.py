@@ -1,0 +1,74 @@
+"""Run outcomes, overlap and jitter with real beats and a real worker: the worker hook
+records what became of each run, and the beats hold occurrences back by it."""
+
+from __future__ import annotations
+
+import itertools
+
+from redisbeat import Entry, Interval
+from redisbeat.schedule.clock import to_ms
+from redisbeat.schedule.ids import jitter_ms
+from redisbeat_testkit.ports import wait_until
+
+
+def test_a_worker_records_outcomes_and_the_beats_apply_overlap(
+    redis_server, prefix, beats_for, stores
+):
+    store = stores(redis_server, prefix)
+    store.history_size = 50
+    store.upsert_many(
+        [
+            Entry("ok", "proj.ping", Interval(1)),
+            Entry("bad", "proj.fail", Interval(1)),
+            Entry("skip", "proj.sleep", Interval(0.5), args=(1.2,), overlap="skip"),
+            Entry("buffer", "proj.sleep", Interval(0.5), args=(1.2,), overlap="buffer_one"),
+        ]
+    )
+    procs = beats_for(redis_server, prefix, TEST_TRACK_RUNS="1", TEST_HISTORY="50")
+    procs.start_worker(concurrency=4)
+    procs.start(2)
+
+    def ran(name: str, n: int) -> bool:
+        return len([r for r in store.history(name, 50) if r.outcome]) >= n
+
+    wait_until(lambda: all(ran(n, 4) for n in ("ok", "bad", "skip", "buffer")), 60, "runs")
+
+    ok = [r for r in store.history("ok", 50) if r.outcome]
+    assert {r.outcome for r in ok} == {"succeeded"}
+    assert all(r.runtime is not None and r.runtime >= 0 and r.worker for r in ok)
+    bad = [r for r in store.history("bad", 50) if r.outcome]
+    assert {(r.outcome, r.exception) for r in bad} == {("failed", "ValueError")}
+    assert store.state("bad").last_outcome.outcome == "failed"
+
+    for name in ("skip", "buffer"):
+        runs = sorted((r for r in store.history(name, 50) if r.started), key=lambda r: r.started)
+        for a, b in itertools.pairwise(runs):
+            assert b.started >= a.ended, f"{name}: {b.task_id} started while {a.task_id} ran"
+    skipped = [r for r in store.history("skip", 50) if r.result == "skipped"]
+    assert skipped and {r.reason for r in skipped} == {"overlap"}
+    assert store.state("skip").skipped >= len(skipped)
+    # buffer_one sends the buffered occurrence as soon as the run ends, skipping none in a row.
+    buffered = sorted((r for r in store.history("buffer", 50) if r.sent_at), key=lambda r: r.due)
+    assert not [r for r in buffered if r.result == "skipped"]
+    ended = {r.ended for r in buffered if r.ended}
+    assert any(
+        r.sent_at is not None and any(0 <= (r.sent_at - e).total_seconds() < 0.5 for e in ended)
+        for r in buffered
+    )
+
+
+def test_jitter_delays_each_occurrence_by_the_same_amount_on_every_beat(
+    redis_server, prefix, beats_for, stores
+):
+    store = stores(redis_server, prefix)
+    store.history_size = 20
+    store.upsert(Entry("jittery", "proj.ping", Interval(2), jitter=1.5))
+    procs = beats_for(redis_server, prefix, TEST_HISTORY="20")
+    procs.start(2)
+    wait_until(lambda: len(store.history("jittery", 20)) >= 4, 30, "sends")
+    sends = [r for r in store.history("jittery", 20) if r.result == "sent"]
+    assert len(sends) >= 4 and len({r.task_id for r in sends}) == len(sends)
+    for r in sends:
+        expected = jitter_ms("jittery", to_ms(r.due), 1.5, 2000) / 1000
+        assert expected <= r.late < expected + 1.0, (r.late, expected)
+    assert len({round(r.late, 1) for r in sends}) > 1  # spread, not one fixed delay
