@@ -37,9 +37,10 @@ entry_sent = Signal(name="entry_sent")
 entry_recovered = Signal(name="entry_recovered")
 
 #: Occurrences of an entry were not sent within their grace: every beat was stopped, or
-#: Redis could not be reached, until past their time. Arguments: ``name``, ``task``,
-#: ``count`` (how many), ``reason`` (``"late"``), ``before`` (aware datetime: the due time
-#: of the occurrence the beat sent or skipped after them; the missed ones fell due before).
+#: Redis could not be reached, until past their time (``reason``: ``"late"``), or a pause
+#: held them back (``"paused"``, known at the first send after it). Arguments: ``name``,
+#: ``task``, ``count`` (how many), ``reason``, ``before`` (aware datetime: the due time of
+#: the occurrence sent or skipped after them; the missed ones fell due before).
 occurrence_missed = Signal(name="occurrence_missed")
 
 #: An entry was set aside: its definition does not load, or its sends failed

@@ -207,3 +207,38 @@ def test_backfill_refuses_a_future_end_a_naive_time_and_too_long_a_range(store):
         store.backfill("e", now - timedelta(hours=3), now - timedelta(seconds=5))
     with pytest.raises(EntryNotFound):
         store.backfill("nope", now - timedelta(minutes=1), now - timedelta(seconds=5))
+
+
+def test_occurrences_a_pause_held_back_are_missed_when_it_ends_or_is_resumed(store, client):
+    # Every 2 s, so a slow machine's tick a second late still finds the same occurrences.
+    store.history_size = 10
+    store.upsert_many([every("until", 2), every("resumed", 2)])
+    d0 = make_due(client, store, "until", -500)  # due in 500 ms
+    make_due(client, store, "resumed", -500)
+    heard: list[dict[str, object]] = []
+
+    def hear(sender: str, signal: object = None, **kw: object) -> None:
+        heard.append(kw)
+
+    now = store.now_ms()
+    store.pause("until", until=from_ms(now + 5_000))  # holds back d0, d0 + 2 s, d0 + 4 s
+    store.pause("resumed")
+    assert client.zscore(store.keys.schedule, "until") == d0 + 6_000
+    wait_until(lambda: store.now_ms() >= d0 + 4_500, 10, "the pause to hold some back")
+    store.resume("resumed")
+    wait_until(lambda: store.now_ms() >= d0 + 6_000, 10, "the pause to end")
+    signals.occurrence_missed.connect(hear)
+    try:
+        rec = Recorder()
+        dispatcher(store, rec).tick()
+    finally:
+        signals.occurrence_missed.disconnect(hear)
+    assert ("until", d0 + 6_000) in [(n, d) for n, d, _ in rec.sent]
+    until = store.state("until")
+    assert (until.missed, until.last_missed.reason, until.paused) == (3, "paused", None)
+    [run] = store.history("until")
+    assert (run.result, run.missed, run.reason) == ("sent", 3, "paused")
+    resumed = store.state("resumed")
+    assert (resumed.missed, resumed.last_missed.reason) == (3, "paused")
+    assert {(h["name"], h["reason"]) for h in heard} == {("until", "paused"), ("resumed", "paused")}
+    assert "unsent" not in json.loads(client.hget(store.keys.state, "resumed"))

@@ -78,11 +78,14 @@ class BatchSender:
         self._changed: set[str] = set()
         #: The claims of the last batch handed back because their entry changed meanwhile.
         self.changed_back: set[str] = set()
+        #: The entries of the last batch's claims, by claim name.
+        self.loaded: dict[str, Entry] = {}
 
     def run(self, batch: ClaimBatch, outcomes: list[Outcome], stopping: Callable[[], bool]) -> None:
         """Send the batch, appending an outcome per claim; what was buffered goes out (or is
         handed back) whatever stops the loop."""
         self._changed, self.changed_back = set(), set()
+        self.loaded = {}
         self.holds.begin(batch)
         try:
             self._send_all(batch, outcomes, stopping)
@@ -103,6 +106,7 @@ class BatchSender:
             except CorruptEntry as exc:
                 self._quarantine(claim.name, claim.definition, exc)
                 continue
+            self.loaded[claim.name] = entry
             # The Redis clock now, read off the claim's TIME plus the time spent since.
             now_ms = batch.now_ms + int((time.monotonic() - received) * 1000)
             if claim.due_ms > now_ms and not claim.impossible:
@@ -118,7 +122,7 @@ class BatchSender:
             if outcome.action == "sent":
                 self.observer.sent(entry, outcome, now_ms - outcome.due_ms, claim.recovered)
             if outcome.missed:
-                self.observer.missed(entry, outcome)
+                self.observer.missed(entry, outcome.missed, outcome.error, outcome.due_ms)
             outcomes.append(outcome)
 
     def _until_due(self, claim: Claim, wait_ms: int, outcomes: list[Outcome]) -> bool:

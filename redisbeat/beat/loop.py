@@ -192,7 +192,7 @@ class Dispatcher:
             result = self.store.finish(
                 self.beat_id, lease_until, outcomes, self.config.quarantine_after
             )
-            self.observer.finished(result, outcomes)
+            self.observer.finished(result, outcomes, self.batches.loaded)
         self._unfinished = None
         return result
 

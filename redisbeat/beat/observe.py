@@ -4,6 +4,7 @@ Prometheus metrics when they are served. Nothing is done for a signal nobody lis
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from .. import signals
 from ..schedule.clock import from_ms
@@ -72,25 +73,26 @@ class Observer:
             if recovered:
                 signals.entry_recovered.send_robust(self.beat_id, **about)
 
-    def missed(self, entry: Entry, outcome: Outcome) -> None:
-        """Occurrences of the entry were not sent within their grace."""
+    def missed(self, entry: Entry, count: int, reason: str, before_ms: int) -> None:
+        """``count`` occurrences of the entry due before ``before_ms`` were not sent within
+        their grace (``reason``: ``"late"``) or were held back by a pause (``"paused"``)."""
         log.warning(
             "redisbeat: %s missed %d occurrence(s) before the one due %s (%s)",
             entry.name,
-            outcome.missed,
-            from_ms(outcome.due_ms).isoformat(),
-            outcome.error,
+            count,
+            from_ms(before_ms).isoformat(),
+            reason,
         )
         if self.metrics is not None:
-            self.metrics.missed.labels(entry.task, entry.source).inc(outcome.missed)
+            self.metrics.missed.labels(entry.task, entry.source).inc(count)
         if signals.occurrence_missed.receivers:
             signals.occurrence_missed.send_robust(
                 self.beat_id,
-                name=shown_name(outcome.name),
+                name=shown_name(entry.name),
                 task=entry.task,
-                count=outcome.missed,
-                reason=outcome.error,
-                before=from_ms(outcome.due_ms),
+                count=count,
+                reason=reason,
+                before=from_ms(before_ms),
             )
 
     def claimed(self, size: int) -> None:
@@ -100,9 +102,17 @@ class Observer:
     def quarantined(self, name: str, error: str) -> None:
         signals.entry_quarantined.send_robust(self.beat_id, name=shown_name(name), error=error)
 
-    def finished(self, result: FinishResult, outcomes: list[Outcome]) -> None:
+    def finished(
+        self, result: FinishResult, outcomes: list[Outcome], entries: Mapping[str, Entry]
+    ) -> None:
         """What finishing a batch found: run states rewritten (logged once each), entries
-        set aside after too many failed sends."""
+        set aside after too many failed sends, occurrences a pause held back (``entries``:
+        the batch's, by name)."""
+        for name, count in result.paused_missed.items():
+            entry = entries.get(name)
+            due = next((o.due_ms for o in outcomes if o.name == name), None)
+            if entry is not None and due is not None:
+                self.missed(entry, count, "paused", due)
         for name, what in result.garbled.items():
             if (name, what) not in self._told:
                 self._told.add((name, what))

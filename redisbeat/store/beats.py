@@ -298,6 +298,7 @@ def _merged(results: list[FinishResult], next_due_ms: int | None) -> FinishResul
         next_due_ms,
         tuple(name for r in results for name in r.quarantined),
         {name: what for r in results for name, what in r.garbled.items()},
+        {name: n for r in results for name, n in r.paused_missed.items()},
     )
 
 

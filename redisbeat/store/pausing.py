@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import EntryNotFound, InvalidEntry, RedisBeatError
+from ..schedule.catch_up import missed_between
 from ..schedule.clock import to_ms, valid_ms
 from ..schedule.entry import Entry
 from .errors import translated
@@ -45,14 +46,17 @@ class PauseCalls(EntryReads):
             raise InvalidEntry(name, "note", f"must be a string of at most {MAX_NOTE} characters")
         until_ms = None if until is None else to_ms(until)
 
-        def plan(entry: Entry, score: int | None, hold: Hold, now: int) -> tuple[Any, str]:
+        def plan(entry: Entry, score: int | None, hold: Hold, now: int) -> tuple[Any, str, int]:
             # The due time the entry held before any pause: an interval keeps its grid.
             base = hold.base_ms if hold.token else score
+            since = hold.since_ms if hold.token and hold.since_ms is not None else now
             due = None
+            record: dict[str, Any] = {"until": until_ms, "note": note, "at": since, "due": base}
             if until_ms is not None and not hold.done(entry):
                 due = entry.due_at_or_after(max(until_ms, now), base, self.timezone)
-            record = {"until": until_ms, "note": note, "at": now, "due": base}
-            return due, json.dumps(record)
+                # What the pause holds back, counted as missed when it is over.
+                record["missed"] = self._held_back(entry, base, since, due)
+            return due, json.dumps(record), 0
 
         self._change_pause(name, plan)
 
@@ -61,14 +65,23 @@ class PauseCalls(EntryReads):
         """Send the entry's occurrences again, from the first one due from now; False when
         it was not paused."""
 
-        def plan(entry: Entry, score: int | None, hold: Hold, now: int) -> tuple[Any, str]:
+        def plan(entry: Entry, score: int | None, hold: Hold, now: int) -> tuple[Any, str, int]:
             if not hold.token:
-                return False, ""
+                return False, "", 0
             base = score if score is not None else hold.base_ms
             due = None if hold.done(entry) else entry.due_at_or_after(now, base, self.timezone)
-            return due, ""
+            held = self._held_back(entry, base, hold.since_ms or now, due or now)
+            return due, "", held
 
         return self._change_pause(name, plan) is not False
+
+    def _held_back(self, entry: Entry, base: int | None, since: int, until: int | None) -> int:
+        """How many occurrences fall due from ``since`` up to ``until``: those a pause
+        holds back."""
+        first = entry.due_at_or_after(since, base, self.timezone)
+        if first is None or until is None:
+            return 0
+        return missed_between(entry, first, first, until, self.timezone)
 
     def _change_pause(self, name: str, plan: Any) -> Any:
         """Read the entry, its due time and its pause, ``plan`` the new due time and record,
@@ -85,10 +98,10 @@ class PauseCalls(EntryReads):
                 read = int(score) if valid_ms(score) else None
                 state = text_or_none(self.client.hget(shard.keys.state, wire(name)))
                 now = self.now_ms()
-                due, record = plan(entry, read, Hold.of(state, now), now)
+                due, record, held = plan(entry, read, Hold.of(state, now), now)
                 if due is False:
                     return False
-                reply = shard.pause(name, score, due, record, layout.spelled)
+                reply = shard.pause(name, score, due, record, held, layout.spelled)
                 if reply == 0:
                     raise EntryNotFound(name)
                 if reply == 1:
@@ -110,6 +123,8 @@ class Hold:
     runs: int = 0
     #: The due time the entry held when it was paused (None: none, or not paused).
     base_ms: int | None = None
+    #: When it was paused (None: not paused).
+    since_ms: int | None = None
 
     @classmethod
     def of(cls, state: str | None, now_ms: int) -> Hold:
@@ -119,13 +134,14 @@ class Hold:
         held = data.get("paused")
         if not isinstance(held, dict):
             return cls(runs=runs)
-        until, base = held.get("until"), held.get("due")
+        until, base, at = held.get("until"), held.get("due"), held.get("at")
         base_ms = int(base) if valid_ms(base) else None
+        since_ms = int(at) if valid_ms(at) else None
         if not valid_ms(until):
-            return cls("-", runs=runs, base_ms=base_ms)
+            return cls("-", runs=runs, base_ms=base_ms, since_ms=since_ms)
         if until <= now_ms:
             return cls(runs=runs)
-        return cls(str(int(until)), int(until), runs, base_ms)
+        return cls(str(int(until)), int(until), runs, base_ms, since_ms)
 
     def done(self, entry: Entry) -> bool:
         """Whether ``entry`` has sent its ``max_runs``."""

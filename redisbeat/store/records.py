@@ -94,18 +94,23 @@ class FinishResult:
     #: Entry name -> what was wrong with its run state in Redis (replaced, keeping what
     #: could be kept).
     garbled: dict[str, str] = field(default_factory=dict)
+    #: Entry name -> occurrences a pause that ended held back, counted as missed now.
+    paused_missed: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_reply(cls, reply: list[Any]) -> FinishResult:
         """From finish.lua's reply: finished, now, earliest score (-1: none), the names set
-        aside, then name, what was wrong, ... for garbled run states."""
-        finished, now, earliest, quarantined, garbled = reply
+        aside, then name, what was wrong, ... for garbled run states, and (periodic entries
+        only) name, count, ... of occurrences a pause held back."""
+        finished, now, earliest, quarantined, garbled, *rest = reply
+        paused = rest[0] if rest else []
         return cls(
             int(finished),
             int(now),
             None if earliest < 0 else int(earliest),
             tuple(text(n) for n in quarantined),
             {text(garbled[i]): text(garbled[i + 1]) for i in range(0, len(garbled), 2)},
+            {text(paused[i]): int(paused[i + 1]) for i in range(0, len(paused), 2)},
         )
 
 

@@ -214,14 +214,21 @@ class Scripts:
             raise EntryNotFound(name)
 
     def pause(
-        self, name: str, read: float | None, due_ms: int | None, record: str, layout: str
+        self,
+        name: str,
+        read: float | None,
+        due_ms: int | None,
+        record: str,
+        held: int,
+        layout: str,
     ) -> int:
         """1 done, 0 no such entry, -1 its due time is no longer ``read``; raises
-        :class:`LayoutChanged` when ``layout`` is no longer the shard's."""
+        :class:`LayoutChanged` when ``layout`` is no longer the shard's. ``held``: on a
+        resume, the occurrences the pause held back."""
         k = self.keys
         keys = [k.entries, k.schedule, k.state, k.shard_layout]
         args = [wire(name), "" if read is None else read, "" if due_ms is None else due_ms]
-        args += [record, k.events, layout]
+        args += [record, k.events, layout, held]
         return int(_settled(self.runner.run(Call(PAUSE, keys, args), "strict")))
 
 

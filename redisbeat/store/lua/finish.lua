@@ -33,7 +33,8 @@
 -- in the state ("missed", "last_missed"), skipped ones too ("skipped", "last_skipped"); with
 -- a history, each outcome but a hand-back or a deferral is pushed onto it.
 -- Returns {claims finished, now_ms, earliest score left in the schedule or -1,
---          {names set aside by this call}, {name, what was wrong with its run state, ...}}.
+--          {names set aside by this call}, {name, what was wrong with its run state, ...},
+--          {name, occurrences a pause held back (now counted as missed), ...}}.
 -- A batch costs a fixed handful of commands whatever its size: every read first (one per key,
 -- each the type check of its key), the outcomes applied in order to what was read, then one
 -- write per key of what changed.
@@ -133,25 +134,65 @@ local function record_failure(name, due, error)
   change(3, name, cjson.encode(state))
 end
 
--- What became of one occurrence, counted in the state and pushed onto the history.
+-- What became of one occurrence, counted in the state and pushed onto the history;
+-- ``paused``: occurrences a pause that is over held back before it.
 local histories = {} -- name, record, ...
-local function tell(name, action, due, task_id, why, missed)
+local paused_missed = {} -- name, count, ...
+local function tell(name, action, due, task_id, why, missed, paused)
   if not entries[name] then
     return
   end
-  if missed or (action == 'skipped' and why ~= '') then
+  local function count(field, n, reason)
     local state = load_state(name)
-    local field = missed and 'missed' or 'skipped'
-    state[field] = (tonumber(state[field]) or 0) + (missed or 1)
-    state['last_' .. field] = {at = now, due = due, count = missed or 1, reason = why}
+    state[field] = (tonumber(state[field]) or 0) + n
+    state['last_' .. field] = {at = now, due = due, count = n, reason = reason}
     change(3, name, cjson.encode(state))
   end
+  if paused then
+    count('missed', paused, 'paused')
+    paused_missed[#paused_missed + 1] = name
+    paused_missed[#paused_missed + 1] = paused
+  end
+  if missed or (action == 'skipped' and why ~= '') then
+    count(missed and 'missed' or 'skipped', missed or 1, why)
+  end
   if history_size > 0 then
+    local reason = why ~= '' and why or (paused and 'paused') or nil
     histories[#histories + 1] = name
     histories[#histories + 1] = cjson.encode({kind = 'send', result = action, due = due,
-      at = now, task_id = task_id, beat = beat, reason = why ~= '' and why or nil,
-      missed = missed})
+      at = now, task_id = task_id, beat = beat, reason = reason,
+      missed = (missed or paused) and (missed or 0) + (paused or 0) or nil})
   end
+end
+
+-- A send recorded in the state; returns how many occurrences a pause it ends held back.
+local function record_send(name, due, task_id, limit, moved)
+  local state = load_state(name)
+  local paused = nil
+  if type(state.paused) == 'table' and (tonumber(state.paused['until']) or now) < now then
+    paused = tonumber(state.paused.missed) -- sent after the time it was paused until
+    state.paused = nil
+  end
+  if type(state.unsent) == 'table' then -- what a resume found a pause held back
+    paused = (paused or 0) + (tonumber(state.unsent.count) or 0)
+    state.unsent = nil
+  end
+  state.failures = nil
+  state.last_error = nil
+  state.last_run_at = due
+  state.last_sent_at = now
+  state.total_run_count = (tonumber(state.total_run_count) or 0) + 1
+  state.last_task_id = task_id
+  state.last_beat = beat
+  state.stopped = nil
+  if limit and state.total_run_count >= limit then
+    state.stopped = 'max_runs'
+    if moved then
+      change(1, name, false)
+    end
+  end
+  change(3, name, cjson.encode(state))
+  return paused and paused > 0 and paused or nil
 end
 
 for i = FIRST, #ARGV, EACH do
@@ -195,29 +236,12 @@ for i = FIRST, #ARGV, EACH do
   if action == 'failed' and mine and entries[name] then
     record_failure(name, due, why)
   end
-  if action ~= 'release' and action ~= 'defer' and (mine or action == 'sent') then
-    tell(name, action, due, task_id, why, missed)
-  end
+  local paused = nil
   if action == 'sent' and entries[name] then
-    local state = load_state(name)
-    if type(state.paused) == 'table' and (tonumber(state.paused['until']) or now) < now then
-      state.paused = nil -- sent after the time it was paused until: the pause is over
-    end
-    state.failures = nil
-    state.last_error = nil
-    state.last_run_at = due
-    state.last_sent_at = now
-    state.total_run_count = (tonumber(state.total_run_count) or 0) + 1
-    state.last_task_id = task_id
-    state.last_beat = beat
-    state.stopped = nil
-    if limit and state.total_run_count >= limit then
-      state.stopped = 'max_runs'
-      if moved then
-        change(1, name, false)
-      end
-    end
-    change(3, name, cjson.encode(state))
+    paused = record_send(name, due, task_id, limit, moved)
+  end
+  if action ~= 'release' and action ~= 'defer' and (mine or action == 'sent') then
+    tell(name, action, due, task_id, why, missed, paused)
   end
 end
 
@@ -283,4 +307,4 @@ local earliest = first[2] and tonumber(first[2])
 if not earliest or earliest < 0 or earliest > tonumber(ARGV[5]) then
   earliest = -1
 end
-return {finished, now, earliest, set_aside, garbled}
+return {finished, now, earliest, set_aside, garbled, paused_missed}

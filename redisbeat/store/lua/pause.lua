@@ -13,6 +13,8 @@
 -- ARGV[4] = the pause record JSON ('' = resume: the record goes)
 -- ARGV[5] = pub/sub channel
 -- ARGV[6] = the layout the caller followed ('4', or '4>8' during a reshard)
+-- ARGV[7] = on a resume, how many occurrences the pause held back: kept in the state
+--           ("unsent") until the next send counts them as missed
 -- Returns 1 done, 0 when no entry of that name exists, -1 when its due time changed since
 -- it was read (read again), -2 when the layout changed (read it again).
 local refusal = refused(4, ARGV[6], {'hash', 'zset', 'hash'})
@@ -32,6 +34,9 @@ if not ok or type(state) ~= 'table' then
 end
 if ARGV[4] == '' then
   state.paused = nil
+  if (tonumber(ARGV[7]) or 0) > 0 then
+    state.unsent = {count = tonumber(ARGV[7])}
+  end
 else
   state.paused = cjson.decode(ARGV[4])
 end
