@@ -72,3 +72,8 @@ def test_jitter_delays_each_occurrence_by_the_same_amount_on_every_beat(
         expected = jitter_ms("jittery", to_ms(r.due), 1.5, 2000) / 1000
         assert expected <= r.late < expected + 1.0, (r.late, expected)
     assert len({round(r.late, 1) for r in sends}) > 1  # spread, not one fixed delay
+    # The next runs listed are the times the beats will send, each with its own delay.
+    grid = to_ms(sends[-1].due)
+    for at in store.next_runs("jittery", 5):
+        nominal = grid + (to_ms(at) - grid) // 2000 * 2000
+        assert to_ms(at) - nominal == jitter_ms("jittery", nominal, 1.5, 2000)
