@@ -10,7 +10,15 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from test_dispatcher import Recorder, dispatcher, make_due
 
-from redisbeat import Entry, EntryNotFound, Interval, InvalidEntry, occurrence_id, signals
+from redisbeat import (
+    Entry,
+    EntryNotFound,
+    Interval,
+    InvalidEntry,
+    ScheduleStore,
+    occurrence_id,
+    signals,
+)
 from redisbeat.schedule.clock import from_ms, to_ms
 from redisbeat.schedule.ids import jitter_ms
 from redisbeat.store.runs import join_history
@@ -21,10 +29,8 @@ def every(name: str, seconds: float = 60, **kw: object) -> Entry:
     return Entry(name, "proj.ping", Interval(seconds), **kw)  # type: ignore[arg-type]
 
 
-def test_a_late_claim_counts_the_occurrences_it_coalesced_as_missed(store, client):
-    store.history_size = 10
-    store.upsert(every("e", 1))
-    due = make_due(client, store, "e", 10_500)
+def tick_hearing_missed(store: ScheduleStore) -> tuple[Recorder, list[dict[str, object]]]:
+    """One beat's tick, and what it said through ``occurrence_missed``."""
     heard: list[dict[str, object]] = []
 
     def hear(sender: str, signal: object = None, **kw: object) -> None:
@@ -36,6 +42,14 @@ def test_a_late_claim_counts_the_occurrences_it_coalesced_as_missed(store, clien
         dispatcher(store, rec).tick()
     finally:
         signals.occurrence_missed.disconnect(hear)
+    return rec, heard
+
+
+def test_a_late_claim_counts_the_occurrences_it_coalesced_as_missed(store, client):
+    store.history_size = 10
+    store.upsert(every("e", 1))
+    due = make_due(client, store, "e", 10_500)
+    rec, heard = tick_hearing_missed(store)
     [(_, sent_due, _)] = rec.sent
     missed = (sent_due - due) // 1000  # the ones before the one sent
     assert missed >= 10
@@ -215,11 +229,6 @@ def test_occurrences_a_pause_held_back_are_missed_when_it_ends_or_is_resumed(sto
     store.upsert_many([every("until", 2), every("resumed", 2)])
     d0 = make_due(client, store, "until", -500)  # due in 500 ms
     make_due(client, store, "resumed", -500)
-    heard: list[dict[str, object]] = []
-
-    def hear(sender: str, signal: object = None, **kw: object) -> None:
-        heard.append(kw)
-
     now = store.now_ms()
     store.pause("until", until=from_ms(now + 5_000))  # holds back d0, d0 + 2 s, d0 + 4 s
     store.pause("resumed")
@@ -227,12 +236,7 @@ def test_occurrences_a_pause_held_back_are_missed_when_it_ends_or_is_resumed(sto
     wait_until(lambda: store.now_ms() >= d0 + 4_500, 10, "the pause to hold some back")
     store.resume("resumed")
     wait_until(lambda: store.now_ms() >= d0 + 6_000, 10, "the pause to end")
-    signals.occurrence_missed.connect(hear)
-    try:
-        rec = Recorder()
-        dispatcher(store, rec).tick()
-    finally:
-        signals.occurrence_missed.disconnect(hear)
+    rec, heard = tick_hearing_missed(store)
     assert ("until", d0 + 6_000) in [(n, d) for n, d, _ in rec.sent]
     until = store.state("until")
     assert (until.missed, until.last_missed.reason, until.paused) == (3, "paused", None)

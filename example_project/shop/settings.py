@@ -102,6 +102,9 @@ STATIC_URL = "static/"
 CELERY_BROKER_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_BEAT_SCHEDULER = "redisbeat.RedisScheduler"
+# The workers record what became of each run; each entry keeps its last 20 (admin, CLI).
+CELERY_REDISBEAT_TRACK_RUNS = True
+CELERY_REDISBEAT_HISTORY_SIZE = 20
 # The schedule lives in the broker's Redis; any number of `celery -A shop beat` may run.
 CELERY_BEAT_SCHEDULE = {
     "digest-every-2s": {"task": "orders.send_digest", "schedule": 2.0},
