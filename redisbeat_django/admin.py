@@ -2,7 +2,8 @@
 
 The change list reads the run state of every row on the page from Redis in one round trip
 (:class:`LiveChangeList`); when Redis is down every page still renders, with a warning. The
-change list's cells are in :mod:`.columns`.
+change list's cells are in :mod:`.columns`, the change page's panels (live state, history)
+in :mod:`.panels`.
 """
 
 from __future__ import annotations
@@ -16,12 +17,10 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import redirect
-from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
-from django.utils.safestring import SafeString
 
-from redisbeat.errors import EntryNotFound, EntryPaused, RedisBeatError
+from redisbeat.errors import EntryNotFound, EntryPaused
 from redisbeat.schedule.timing import to_ms
 from redisbeat.store.run_state import EntryState
 
@@ -29,19 +28,16 @@ from . import sync
 from .columns import LIVE_ATTR, LIVE_COLUMNS, ChangeListColumns
 from .conf import get_store
 from .delayed_admin import DelayedCallAdmin, DelayedTaskAdmin
-from .describe import NO_VALUE, format_time, name_list, preview, zone_info
+from .describe import format_time, name_list
 from .forms import PeriodicTaskForm
 from .models import PeriodicTask, SyncStatus
+from .panels import HISTORY_FIELDS, STATUS_FIELDS, TEMPLATES, UNAVAILABLE, StatusPanels
 from .pausing import PauseAdmin
 
 __all__ = ["DelayedCallAdmin", "DelayedTaskAdmin", "PeriodicTaskAdmin"]
 
-#: What a Redis outage raises (connection refused, timeouts, a bad store setting).
-UNAVAILABLE = (RedisBeatError,)
-_LIVE_ONE = "_redisbeat_live_one"
 #: More than this many at once is more likely a "select all" by mistake than a wish.
 MAX_RUN_NOW = 1000
-_TEMPLATES = "admin/redisbeat_django/periodictask"
 
 
 def read_states(request: HttpRequest, rows: list[PeriodicTask]) -> None:
@@ -65,7 +61,6 @@ class LiveChangeList(ChangeList):
         read_states(request, list(self.result_list))
 
 
-STATUS_FIELDS = ("schedule_preview", "live_state", "sync_state")
 HINT = "Fill in the fields of the chosen kind; the fields of the other kinds are ignored."
 
 
@@ -76,7 +71,7 @@ else:  # ModelAdmin is generic only in the stubs
 
 
 @admin.register(PeriodicTask)
-class PeriodicTaskAdmin(ChangeListColumns, PauseAdmin, _ModelAdmin):
+class PeriodicTaskAdmin(ChangeListColumns, StatusPanels, PauseAdmin, _ModelAdmin):
     form = PeriodicTaskForm
     list_display = ("name", "task", "schedule", "enabled", *LIVE_COLUMNS, "sync_cell")
     list_filter = ("enabled", "kind", "sync_status")
@@ -93,7 +88,7 @@ class PeriodicTaskAdmin(ChangeListColumns, PauseAdmin, _ModelAdmin):
         "sync_tasks",
     )
     radio_fields = {"kind": admin.HORIZONTAL}  # noqa: RUF012 (Django's own idiom)
-    readonly_fields = STATUS_FIELDS
+    readonly_fields = (*STATUS_FIELDS, *HISTORY_FIELDS)
     save_on_top = True
 
     class Media:
@@ -114,6 +109,7 @@ class PeriodicTaskAdmin(ChangeListColumns, PauseAdmin, _ModelAdmin):
             ("start_at", "end_at"),
             ("one_off", "max_runs"),
             ("catch_up", "grace_seconds"),
+            ("overlap", "jitter"),
         )
         routing = (
             "queue",
@@ -130,50 +126,11 @@ class PeriodicTaskAdmin(ChangeListColumns, PauseAdmin, _ModelAdmin):
         ]
         if obj is not None:
             fieldsets.insert(0, ("Status", {"fields": STATUS_FIELDS}))
+            fieldsets.insert(1, ("History", {"fields": HISTORY_FIELDS}))
         return fieldsets
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return LiveChangeList
-
-    # -- change form: read-only status --------------------------------------------------------
-
-    def _live_one(self, obj: PeriodicTask) -> tuple[EntryState | None, str]:
-        """The row's live state, read once per page; (None, reason) when Redis is down."""
-        cached: tuple[EntryState | None, str] | None = getattr(obj, _LIVE_ONE, None)
-        if cached is None:
-            try:
-                cached = (get_store().states([obj.name])[0], "")
-            except UNAVAILABLE as exc:
-                cached = (None, f"Redis unavailable: {exc}")
-            setattr(obj, _LIVE_ONE, cached)
-        return cached
-
-    @admin.display(description="Schedule preview")
-    def schedule_preview(self, obj: PeriodicTask) -> SafeString:
-        context = preview(obj, self._live_one(obj)[0])
-        return render_to_string(f"{_TEMPLATES}/preview.html", context)
-
-    @admin.display(description="Live state (Redis)")
-    def live_state(self, obj: PeriodicTask) -> SafeString:
-        state, problem = self._live_one(obj)
-        context = {"state": state, "problem": problem, "none": NO_VALUE}
-        if state is not None:
-            zone = zone_info(obj)
-            context["next_run"] = format_time(state.next_run_at, zone)
-            context["last_run"] = format_time(state.last_run_at, zone)
-            if state.quarantined is not None:
-                context["set_aside_at"] = format_time(state.quarantined.at, zone)
-            if state.paused is not None:
-                until = state.paused.until
-                context["paused_until"] = format_time(until, zone) if until else "resumed"
-        return render_to_string(f"{_TEMPLATES}/live_state.html", context)
-
-    @admin.display(description="Sync")
-    def sync_state(self, obj: PeriodicTask) -> SafeString:
-        return render_to_string(
-            f"{_TEMPLATES}/sync_state.html",
-            {"row": obj, "synced_at": format_time(obj.synced_at) if obj.synced_at else ""},
-        )
 
     # -- actions ------------------------------------------------------------------------------
 
@@ -270,6 +227,7 @@ class PeriodicTaskAdmin(ChangeListColumns, PauseAdmin, _ModelAdmin):
             path("<path:object_id>/run-now/", wrap(self.run_now_view), name=f"{info}_run_now"),
             path("<path:object_id>/pause/", wrap(self.pause_view), name=f"{info}_pause"),
             path("<path:object_id>/resume/", wrap(self.resume_view), name=f"{info}_resume"),
+            path("<path:object_id>/backfill/", wrap(self.backfill_view), name=f"{info}_backfill"),
             *super().get_urls(),
         ]
 
@@ -308,4 +266,4 @@ class PeriodicTaskAdmin(ChangeListColumns, PauseAdmin, _ModelAdmin):
             "beats": beats,
             "quarantined": [{"q": q, "at": format_time(q.at)} for q in quarantined],
         }
-        return TemplateResponse(request, f"{_TEMPLATES}/beats.html", context)
+        return TemplateResponse(request, f"{TEMPLATES}/beats.html", context)

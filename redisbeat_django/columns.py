@@ -12,12 +12,20 @@ from django.utils.safestring import SafeString
 
 from redisbeat.store.run_state import EntryState
 
-from .describe import NO_VALUE, describe, format_time, time_cell
+from .describe import (
+    NO_VALUE,
+    describe,
+    format_time,
+    outcome_text,
+    passed_text,
+    seconds,
+    time_cell,
+)
 from .models import PeriodicTask
 
 #: The attribute of a row that holds its live state, once read.
 LIVE_ATTR = "_redisbeat_live"
-LIVE_COLUMNS = ("next_run", "last_run", "runs", "last_task_id", "sent_by")
+LIVE_COLUMNS = ("next_run", "last_run", "runs", "last_outcome", "missed", "last_task_id", "sent_by")
 
 
 def live(row: PeriodicTask) -> EntryState | None:
@@ -77,6 +85,33 @@ class ChangeListColumns:
     def runs(self, obj: PeriodicTask) -> str:
         state = live(obj)
         return NO_VALUE if state is None else str(state.total_run_count)
+
+    @admin.display(description="Last outcome")
+    def last_outcome(self, obj: PeriodicTask) -> str | SafeString:
+        """How its last run ended on a worker (the worker hook's record)."""
+        state = live(obj)
+        last = state.last_outcome if state is not None else None
+        if last is None:
+            return NO_VALUE
+        title = f"{format_time(last.at)}, ran {seconds(last.runtime)}, task {last.task_id}"
+        problem = last.outcome in ("failed", "revoked")
+        return format_html(
+            '<span class="{}" title="{}">{}</span>',
+            "rb-problem" if problem else "rb-outcome",
+            title,
+            outcome_text(last.outcome, last.exception),
+        )
+
+    @admin.display(description="Missed")
+    def missed(self, obj: PeriodicTask) -> str | SafeString:
+        """Runs not sent within their grace, in all; the title says which were last."""
+        state = live(obj)
+        if state is None:
+            return NO_VALUE
+        if not state.missed:
+            return "0"
+        last = f"last: {passed_text(state.last_missed)}" if state.last_missed else ""
+        return format_html('<span class="rb-missed" title="{}">{}</span>', last, state.missed)
 
     @admin.display(description="Last task id")
     def last_task_id(self, obj: PeriodicTask) -> str | SafeString:

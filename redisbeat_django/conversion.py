@@ -31,7 +31,8 @@ _BLANK_SCHEDULE: dict[str, Any] = {
     "latitude": None,
     "longitude": None,
 }
-#: The columns an import writes; the rest (catch-up, grace) keep what was set here.
+#: The columns an import writes; the rest (catch-up, grace, max runs, overlap, jitter: the
+#: policies django-celery-beat has no fields for) keep what was set here.
 IMPORTED_FIELDS = (
     "task",
     "kind",

@@ -17,10 +17,11 @@ from django.utils.timesince import timesince, timeuntil
 
 from redisbeat import Entry
 from redisbeat.errors import InvalidEntry, InvalidSchedule, RedisBeatError
+from redisbeat.schedule.ids import jitter_ms
 from redisbeat.schedule.kinds import get_zone
 from redisbeat.schedule.timing import from_ms, to_ms
 from redisbeat.schedule.words import cron_text, dst_text, solar_text
-from redisbeat.store.run_state import EntryState
+from redisbeat.store.run_state import EntryState, Passed
 
 from .conf import get_store
 from .entries import form_field
@@ -57,6 +58,13 @@ DST_NOTES = {
     "once": "a run whose time the clocks repeat in autumn runs once, before they go back",
     "twice": "a run whose time the clocks repeat in autumn runs in both passes",
 }
+#: What each overlap policy but the default does, for the preview's notes.
+OVERLAP_NOTES = {
+    "skip": "Skips a run falling due while the previous one still runs on a worker",
+    "buffer_one": "A run falling due while the previous one still runs waits, and is sent "
+    "when that one ends (at most one waits)",
+}
+HOOK_NOTE = " (needs the worker hook: redisbeat_track_runs)."
 
 
 def zone_of(row: Any) -> str:
@@ -138,7 +146,8 @@ def next_runs(
     first: datetime | None = None,
     now: datetime | None = None,
 ) -> list[datetime]:
-    """The next ``count`` runs, aware in ``zone``; from ``first`` (the live next run) if given.
+    """The next ``count`` runs, aware in ``zone``; from ``first`` (the live next due time) if
+    given. Each is delayed by the entry's jitter, as the beats delay it (the same amount).
 
     Raises ``ImportError`` for a solar schedule when ``ephem`` is not installed.
     """
@@ -147,8 +156,13 @@ def next_runs(
     due = to_ms(first) if first is not None else entry.first_due_ms(now_ms, zone)
     runs: list[datetime] = []
     while due is not None and len(runs) < count:
-        runs.append(from_ms(due).astimezone(tz))
-        due = entry.next_due_ms(due, due, zone)
+        after = entry.next_due_ms(due, due, zone)
+        delay = 0
+        if entry.jitter:
+            room = None if after is None else after - due
+            delay = jitter_ms(entry.name, due, entry.jitter, room)
+        runs.append(from_ms(due + delay).astimezone(tz))
+        due = after
     return runs
 
 
@@ -159,32 +173,70 @@ def preview(row: Any, state: EntryState | None) -> dict[str, Any]:
         entry = with_defaults(row.to_entry())
     except InvalidEntry as exc:
         return {"error": f"Not a valid schedule ({form_field(row, exc.field)}: {exc.message})"}
-    live = state.next_run_at if state and row.sync_status == "synced" and row.enabled else None
+    live = None
+    if state is not None and row.sync_status == "synced" and row.enabled:
+        # An occurrence held back (by its jitter, say) is due at held_due, sent later.
+        live = state.held_due or state.next_run_at
     try:
         runs = next_runs(replace(entry, enabled=True, max_runs=None), zone, first=live)
     except (ImportError, RedisBeatError, ValueError) as exc:
         return {"description": describe(row), "error": f"Cannot compute run times: {exc}"}
-    now, notes = datetime.now(timezone.utc), []
-    if not row.enabled:
-        notes.append("Disabled: these are the times it would run if enabled.")
-    if row.start_at:
-        notes.append(f"Starts {format_time(row.start_at, get_zone(zone))}.")
-    if row.end_at:
-        notes.append(f"Ends {format_time(row.end_at, get_zone(zone))}.")
-    if row.one_off:
-        notes.append("One-off: runs once, then never again.")
-    if row.max_runs:
-        notes.append(f"Runs at most {row.max_runs} time{'s' if row.max_runs > 1 else ''}.")
-    if row.kind in ("crontab", "cron"):
-        gap = getattr(entry.schedule, "dst_gap", None) or "shift"  # None: the usual ones
-        fold = getattr(entry.schedule, "dst_fold", None) or "once"
-        notes.append(f"Daylight saving: {DST_NOTES[gap]}; {DST_NOTES[fold]}.")
-    notes.append(CATCH_UP_NOTES.get(row.catch_up, CATCH_UP_NOTES["once"]))
+    now = datetime.now(timezone.utc)
     return {
         "description": describe(row),
         "zone": zone,
         "runs": [
             format_time(run, run.tzinfo) + (" (due now)" if run < now else "") for run in runs
         ],
-        "notes": notes,
+        "notes": notes(row, entry, get_zone(zone)),
     }
+
+
+def notes(row: Any, entry: Entry, zone: tzinfo) -> list[str]:
+    """What the preview says of the row's policies, besides its run times."""
+    found = []
+    if not row.enabled:
+        found.append("Disabled: these are the times it would run if enabled.")
+    if row.start_at:
+        found.append(f"Starts {format_time(row.start_at, zone)}.")
+    if row.end_at:
+        found.append(f"Ends {format_time(row.end_at, zone)}.")
+    if row.one_off:
+        found.append("One-off: runs once, then never again.")
+    if row.max_runs:
+        found.append(f"Runs at most {row.max_runs} time{'s' if row.max_runs > 1 else ''}.")
+    if row.kind in ("crontab", "cron"):
+        gap = getattr(entry.schedule, "dst_gap", None) or "shift"  # None: the usual ones
+        fold = getattr(entry.schedule, "dst_fold", None) or "once"
+        found.append(f"Daylight saving: {DST_NOTES[gap]}; {DST_NOTES[fold]}.")
+    found.append(CATCH_UP_NOTES.get(row.catch_up, CATCH_UP_NOTES["once"]))
+    if row.overlap in OVERLAP_NOTES:
+        found.append(OVERLAP_NOTES[row.overlap] + HOOK_NOTE)
+    if entry.jitter:
+        found.append(
+            f"Waits up to {seconds(entry.jitter)} after each due time (jitter), never past "
+            "the next one; the times above include it."
+        )
+    return found
+
+
+def seconds(value: float | None) -> str:
+    """``20 s``, ``0.25 s``, ``1.234 s``: a duration as the admin shows it."""
+    if value is None:
+        return NO_VALUE
+    return f"{value:.3f}".rstrip("0").rstrip(".") + " s"
+
+
+def outcome_text(outcome: str | None, exception: str | None = None) -> str:
+    """``succeeded``, ``failed (ValueError)``; the placeholder when it is not known."""
+    if not outcome:
+        return NO_VALUE
+    return f"{outcome} ({exception})" if exception else outcome
+
+
+def passed_text(passed: Passed | None, zone: tzinfo | None = None) -> str:
+    """The last occurrences missed or skipped: ``3 before Mon 2024-05-06 09:00:00 UTC (late)``."""
+    if passed is None:
+        return ""
+    reason = f" ({passed.reason})" if passed.reason else ""
+    return f"{passed.count} before {format_time(passed.due, zone)}{reason}"

@@ -143,6 +143,8 @@ def to_entry(row: Any) -> Entry:
         source=SOURCE,
         description=row.description,
         max_runs=row.max_runs,
+        overlap=row.overlap,
+        jitter=row.jitter or None,  # 0 is no jitter, stored as none (as an entry omits it)
     )
 
 

@@ -17,50 +17,18 @@ from django.utils.timezone import now
 from django.utils.translation import gettext_lazy as _
 
 from redisbeat.errors import InvalidEntry
-from redisbeat.schedule.kinds import SOLAR_EVENTS
 
+from .choices import SOLAR_CHOICES, CatchUp, DstFold, DstGap, Kind, Overlap, Period, SyncStatus
 from .entries import SOURCE, form_field, to_entry
 
-
-class Kind(models.TextChoices):
-    INTERVAL = "interval", _("Interval")
-    CRONTAB = "crontab", _("Crontab fields")
-    CRON = "cron", _("Cron string")
-    CLOCKED = "clocked", _("Once, at a time")
-    SOLAR = "solar", _("Solar event")
-
-
-class Period(models.TextChoices):
-    DAYS = "days", _("days")
-    HOURS = "hours", _("hours")
-    MINUTES = "minutes", _("minutes")
-    SECONDS = "seconds", _("seconds")
-    MILLISECONDS = "milliseconds", _("milliseconds")
+# The choices are public here, where they have always been.
+__all__ = [
+    "SOLAR_CHOICES", "SYNC_FIELDS", "CallKind", "CatchUp", "DelayedCall", "DelayedTask",
+    "DstFold", "DstGap", "Kind", "Overlap", "Period", "PeriodicTask", "PeriodicTaskQuerySet",
+    "SyncStatus", "bulk_written", "is_sync_write",
+]  # fmt: skip
 
 
-class CatchUp(models.TextChoices):
-    ONCE = "once", _("Send one run for the runs missed")
-    SKIP = "skip", _("Skip missed runs")
-    ALL = "all", _("Send every missed run, oldest first")
-
-
-class DstGap(models.TextChoices):
-    SHIFT = "shift", _("Run when the clocks have gone forward")
-    SKIP = "skip", _("No run that day")
-
-
-class DstFold(models.TextChoices):
-    ONCE = "once", _("Run once, before the clocks go back")
-    TWICE = "twice", _("Run in both passes")
-
-
-class SyncStatus(models.TextChoices):
-    SYNCED = "synced", _("Synced")
-    PENDING = "pending", _("Waiting for Redis")
-    ERROR = "error", _("Not accepted")
-
-
-SOLAR_CHOICES = [(e, e.replace("_", " ")) for e in sorted(SOLAR_EVENTS)]
 #: Columns only the sync writes; changing them alone is not an edit to push.
 SYNC_FIELDS = frozenset({"sync_status", "sync_error", "synced_at"})
 
@@ -202,6 +170,26 @@ class PeriodicTask(models.Model):
     end_at = models.DateTimeField(_("end at"), null=True, blank=True)
     catch_up = models.CharField(
         _("after downtime"), max_length=8, choices=CatchUp.choices, default=CatchUp.ONCE
+    )
+    overlap = models.CharField(
+        _("while the previous run goes on"),
+        max_length=10,
+        choices=Overlap.choices,
+        default=Overlap.ALLOW,
+        help_text=_(
+            "What a run falling due does while the previous one still runs on a worker. "
+            "Needs the worker hook (redisbeat_track_runs); without it every run is sent."
+        ),
+    )
+    jitter = models.FloatField(
+        _("jitter (seconds)"),
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text=_(
+            "Delays each run by a stable amount up to this many seconds, never past the "
+            "next run, so tasks due at the same time do not all start at once. Empty: none."
+        ),
     )
     grace_seconds = models.PositiveIntegerField(
         _("grace (seconds)"),

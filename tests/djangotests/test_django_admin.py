@@ -58,6 +58,8 @@ def form_data(**overrides: str) -> dict[str, str]:
         "longitude": "",
         "catch_up": "once",
         "grace_seconds": "",
+        "overlap": "allow",
+        "jitter": "",
         "queue": "",
         "exchange": "",
         "routing_key": "",

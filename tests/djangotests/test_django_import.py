@@ -183,12 +183,17 @@ def test_a_changed_source_task_is_updated_and_pushed(rb_store):
 def test_an_update_keeps_the_settings_only_redisbeat_has(rb_store):
     task = source("report")
     run()
-    PeriodicTask.objects.filter(name="report").update(catch_up="skip", grace_seconds=5)
+    PeriodicTask.objects.filter(name="report").update(
+        catch_up="skip", grace_seconds=5, overlap="buffer_one", jitter=2.5
+    )
     task.description = "changed"
     task.save()
     assert run()[0] == "report: updated"
     row = PeriodicTask.objects.get(name="report")
     assert (row.description, row.catch_up, row.grace_seconds) == ("changed", "skip", 5)
+    assert (row.overlap, row.jitter) == ("buffer_one", 2.5)
+    stored = rb_store.get("report")
+    assert (stored.description, stored.overlap, stored.jitter) == ("changed", "buffer_one", 2.5)
 
 
 def test_a_dry_run_reports_but_writes_nothing(sources, rb_store):

@@ -216,6 +216,8 @@ def test_row_validation_names_the_model_field():
         ({"args": {"not": "a list"}}, "args"),
         ({"kwargs": [1]}, "kwargs"),
         ({"headers": [1]}, "headers"),
+        ({"overlap": "sometimes"}, "overlap"),
+        ({"jitter": -1}, "jitter"),
     ]
     for fields, field in cases:
         values: dict[str, object] = {"name": "r", "task": "t", "kind": "interval", "every": 5}
