@@ -246,3 +246,15 @@ def test_occurrences_a_pause_held_back_are_missed_when_it_ends_or_is_resumed(sto
     assert (resumed.missed, resumed.last_missed.reason) == (3, "paused")
     assert {(h["name"], h["reason"]) for h in heard} == {("until", "paused"), ("resumed", "paused")}
     assert "unsent" not in json.loads(client.hget(store.keys.state, "resumed"))
+
+
+def test_removing_an_entry_drops_its_history_and_its_running_marker(store, client):
+    store.history_size = 5
+    store.upsert(every("e", 1))
+    make_due(client, store, "e", 5)
+    dispatcher(store, Recorder()).tick()
+    store.run_started("e", "t1", None, "w1")
+    assert client.exists(store.keys.history("e")) and client.hexists(store.keys.running, "e")
+    assert store.remove("e")
+    assert not client.exists(store.keys.history("e"))
+    assert not client.hexists(store.keys.running, "e")

@@ -8,8 +8,8 @@ import json
 
 import redis
 
-from redisbeat import Entry, Interval
-from redisbeat.schedule.timing import from_ms
+from redisbeat import Entry, Interval, occurrence_id
+from redisbeat.schedule.timing import from_ms, to_ms
 from redisbeat_testkit.messages import Sent, read_queue
 from redisbeat_testkit.ports import wait_until
 
@@ -69,3 +69,29 @@ def test_a_real_beat_applies_catch_up_all_max_runs_and_a_pause_until_a_time(
     assert "paused" not in json.loads(store.client.hget(store.keys.state, "paused"))
     assert len({s.task_id for s in got}) == len(got)
     queue.close()
+
+
+def test_a_real_beat_sends_a_backfill_under_the_entrys_own_ids_and_due_times(
+    redis_server, prefix, beats_for, stores
+):
+    store = stores(redis_server, prefix)
+    store.upsert(every("daily", catch_up="skip"))
+    now = store.now_ms()
+    dues = [to_ms(d) for d in store.backfill("daily", from_ms(now - 2_900), from_ms(now - 1))]
+    assert len(dues) >= 5
+    queue = redis.Redis.from_url(redis_server.url(1), decode_responses=True)
+    beats_for(redis_server, prefix).start(2)
+    got: list[Sent] = []
+    wait_until(
+        lambda: got.extend(read_queue(queue)) or set(dues) <= set(dues_of(got, "daily")),
+        30,
+        "the backfill",
+    )
+    backfilled = [s for s in got if s.due_ms in dues]
+    assert sorted(s.due_ms for s in backfilled) == dues  # each once, by either beat
+    assert {s.task_id for s in backfilled} == {occurrence_id(prefix, "daily", d) for d in dues}
+    queue.close()
+
+
+def dues_of(got: list[Sent], name: str) -> list[int]:
+    return [s.due_ms for s in got if s.entry == name]

@@ -195,7 +195,7 @@ class Scripts:
         """Raises :class:`LayoutChanged` when ``layout`` is no longer the shard's."""
         k = self.keys
         keys = [k.entries, k.schedule, k.state, k.inflight, k.quarantine, k.source(owner)]
-        keys.append(k.shard_layout)
+        keys += [k.shard_layout, k.history(name), k.running]
         args = [wire(name), k.events, "1" if only_if_owned else "0", layout]
         return bool(_settled(self.runner.run(Call(REMOVE, keys, args), "strict")))
 

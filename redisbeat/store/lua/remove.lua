@@ -4,6 +4,7 @@
 -- KEYS[2] = schedule ZSET       KEYS[5] = quarantine  HASH
 -- KEYS[3] = state    HASH       KEYS[6] = its source's SET of names
 -- KEYS[7] = the shard's layout HASH
+-- KEYS[8] = its history LIST        KEYS[9] = the runs going on HASH (the worker hook's)
 -- ARGV[1] = name
 -- ARGV[2] = pub/sub channel to wake the beats on
 -- ARGV[3] = "1": remove only when KEYS[6] holds the name (the caller's source owns it)
@@ -22,6 +23,9 @@ redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[4], ARGV[1])
 redis.call('SREM', KEYS[6], ARGV[1])
+-- What the beats and workers recorded of its runs goes too (a key of another type stays).
+redis.pcall('DEL', KEYS[8])
+redis.pcall('HDEL', KEYS[9], ARGV[1])
 if removed > 0 then
   redis.call('PUBLISH', ARGV[2], ARGV[1])
   return 1
