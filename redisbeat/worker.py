@@ -50,8 +50,8 @@ def track_runs(app: Any) -> None:
 
 def _on_worker_init(sender: Any = None, **_: Any) -> None:
     app = getattr(sender, "app", None)
-    if app is None:
-        return
+    if app is None or not app.conf.get("redisbeat_track_runs"):
+        return  # a worker of an app that does not ask for it reads nothing more
     try:
         wanted = Config.from_app(app).track_runs
     except RedisBeatError as exc:

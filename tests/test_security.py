@@ -304,7 +304,7 @@ def documented_users() -> dict[str, DocumentedUser]:
         if rules.startswith("reset")
     }
     lines = {m[1]: m[0].rstrip() for m in re.finditer(r"^user (\w+) .+$", text, re.M)}
-    assert set(setusers) == set(lines) == {"beat", "editor"}, (setusers, lines)
+    assert set(setusers) == set(lines) == {"beat", "editor", "worker"}, (setusers, lines)
     return {name: DocumentedUser(name, setusers[name], lines[name]) for name in setusers}
 
 
@@ -317,7 +317,7 @@ def cluster_additions() -> dict[str, list[str]]:
         for name, rules in re.findall(r"^ACL SETUSER (\w+) (.+?) *$", text, re.M)
         if not rules.startswith("reset")
     }
-    assert set(found) == {"beat", "editor"}, found
+    assert set(found) == {"beat", "editor", "worker"}, found
     return found
 
 
@@ -428,6 +428,7 @@ def test_a_beat_sends_every_occurrence_with_exactly_the_documented_beat_acl(
             TEST_BROKER_URL=broker.url(0),
             TEST_STORE_URL=acl_redis.url("beat"),
             TEST_BEAT_SCHEDULE=json.dumps(static),
+            TEST_HISTORY="1",  # a history of one run: pushed, and trimmed past three
         )
         beat = beats.start(1)[0]
         sent: Counter[tuple[str, int]] = Counter()
@@ -436,7 +437,7 @@ def test_a_beat_sends_every_occurrence_with_exactly_the_documented_beat_acl(
             sent.update((s.entry or f"key:{s.key}", s.due_ms) for s in read_queue(queue))
             seconds = [due for name, due in sent if name == "every-second"]
             once = {"once", "key:delayed"} <= {name for name, _ in sent}
-            return len(seconds) >= 4 and once and "set aside" in beat.output()
+            return len(seconds) >= 5 and once and "set aside" in beat.output()
 
         wait_until(done, 30, "the beat to sync, send and set the corrupt entry aside")
         beats.stop_all()  # SIGTERM: the beat deregisters (ZREM) on the way out
@@ -462,6 +463,41 @@ def test_a_beat_sends_every_occurrence_with_exactly_the_documented_beat_acl(
     assert store.state("once").next_run_at is None and store.beats() == []
     assert store.get_delayed("delayed").state == "sent"
     store.close()
+
+
+def test_the_documented_worker_acl_records_runs_and_nothing_else(acl_redis: AclRedis) -> None:
+    """The worker hook's script, on every path: a start, ends that push and trim a history,
+    and an end that wakes an occurrence waiting for it (overlap="buffer_one")."""
+    acl_redis.reset()
+    admin = acl_redis.admin
+    keys = Keys()
+    admin.hset(keys.state, "e", json.dumps({"total_run_count": 1}))
+    waiting = {"due": 1, "at": 1, "beat": "", "lease_until": 9_000_000_000_000}
+    admin.hset(keys.inflight, "e", json.dumps({**waiting, "deferred": "overlap"}))
+    admin.zadd(keys.schedule, {"e": waiting["lease_until"]})
+    acl_redis.start_measuring()
+    client = redis.Redis(
+        port=acl_redis.server.port,
+        username="worker",
+        password=acl_redis.password,
+        decode_responses=True,
+    )
+    store = ScheduleStore(client)
+    store.history_size = 1
+    try:
+        for i in range(4):
+            store.run_started("e", f"t{i}", 1, "w1")
+            store.run_ended("e", f"t{i}", 1, "w1", "succeeded")
+        ran = acl_redis.commands_run()
+    finally:
+        store.close()
+    documented = acl_redis.users["worker"].commands
+    assert ran == documented - {"select"}, (
+        f"run but not granted: {sorted(ran - documented)}; "
+        f"granted but not run: {sorted(documented - ran - {'select'})}"
+    )
+    assert admin.zscore(keys.schedule, "e") < waiting["lease_until"]  # woken
+    assert admin.llen(keys.history("e")) == 2
 
 
 def test_the_documented_editor_acl_runs_every_store_api_call_and_nothing_else(
@@ -499,6 +535,7 @@ def test_the_documented_editor_acl_runs_every_store_api_call_and_nothing_else(
             "c",
         }
         assert store.state("a").next_run_at is not None and len(store.states(["a", "b"])) == 2
+        assert store.history("a") == [] and store.running(["a"], store.now_ms()) == {}
         assert [b.id for b in store.beats()] == ["host-1:4242:abc"]
         assert set(store.quarantined()) == {"broken"} and store.now_ms() > 0
         assert store.disable("a") and store.enable("a")

@@ -61,8 +61,15 @@ _NOT_RUN = (NoScriptError, AskError, TryAgainError)
 @dataclass(frozen=True)
 class Call:
     script: Script
-    keys: Sequence[str]
+    #: The first names the slot (always a key of redisbeat's own); the others may be bytes,
+    #: an entry's own key made of a name that is not UTF-8.
+    keys: Sequence[str | bytes]
     args: Sequence[Any]
+
+    @property
+    def slot_key(self) -> str:
+        key = self.keys[0]
+        return key if isinstance(key, str) else key.decode("utf-8", "surrogateescape")
 
 
 class Runner:
@@ -110,7 +117,7 @@ class Runner:
                 return [exc]
         groups: dict[int, list[int]] = {}
         for i, call in enumerate(calls):
-            groups.setdefault(id(self.connection.node(call.keys[0])), []).append(i)
+            groups.setdefault(id(self.connection.node(call.slot_key)), []).append(i)
         replies: list[Any] = [None] * len(calls)
         for indices in groups.values():
             out, acked, waited, node = self._execute([calls[i] for i in indices], wait)
@@ -126,7 +133,7 @@ class Runner:
         """Every call on the server that serves their keys (one slot), then WAIT there."""
         replies: list[Any] = [None] * len(calls)
         todo = list(range(len(calls)))
-        node = self.connection.node(calls[0].keys[0]) if calls else self.connection.client
+        node = self.connection.node(calls[0].slot_key) if calls else self.connection.client
         asking = False
         for attempt in range(MAX_ATTEMPTS):
             pipe = node.pipeline(transaction=False)

@@ -76,7 +76,8 @@ class RunCalls(StoreBase):
     def _track(self, op: str, name: str, run: dict[str, Any], number: int) -> Any:
         shard = self.shard(name)
         k = shard.keys
-        keys = [k.running, k.state, k.history(name), k.schedule, k.inflight]
+        keys: list[str | bytes] = [k.running, k.state, wire(k.history(name)), k.schedule]
+        keys.append(k.inflight)
         args = [op, wire(name), json.dumps(run), number, k.events]
         return self.runner.run(Call(TRACK, keys, args), "lenient")
 
@@ -130,7 +131,7 @@ class RunCalls(StoreBase):
         and missed count the beats recorded and, with the worker hook, its run's outcome.
         Empty unless ``redisbeat_history_size`` is set."""
         key = self.shard(name).keys.history(name)
-        raw = self.client.lrange(key, 0, 3 * max(self.history_size, limit) - 1)
+        raw = self.client.lrange(wire(key), 0, 3 * max(self.history_size, limit) - 1)
         return join_history([r for r in map(_record, raw) if r is not None])[:limit]
 
 

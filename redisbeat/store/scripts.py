@@ -194,8 +194,8 @@ class Scripts:
     def remove(self, name: str, owner: str, only_if_owned: bool, layout: str) -> bool:
         """Raises :class:`LayoutChanged` when ``layout`` is no longer the shard's."""
         k = self.keys
-        keys = [k.entries, k.schedule, k.state, k.inflight, k.quarantine, k.source(owner)]
-        keys += [k.shard_layout, k.history(name), k.running]
+        keys: list[str | bytes] = [k.entries, k.schedule, k.state, k.inflight, k.quarantine]
+        keys += [k.source(owner), k.shard_layout, wire(k.history(name)), k.running]
         args = [wire(name), k.events, "1" if only_if_owned else "0", layout]
         return bool(_settled(self.runner.run(Call(REMOVE, keys, args), "strict")))
 

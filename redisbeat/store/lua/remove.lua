@@ -23,8 +23,9 @@ redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[4], ARGV[1])
 redis.call('SREM', KEYS[6], ARGV[1])
--- What the beats and workers recorded of its runs goes too (a key of another type stays).
-redis.pcall('DEL', KEYS[8])
+-- What the beats and workers recorded of its runs goes too (an emptied list is deleted;
+-- a key of another type stays).
+redis.pcall('LTRIM', KEYS[8], 1, 0)
 redis.pcall('HDEL', KEYS[9], ARGV[1])
 if removed > 0 then
   redis.call('PUBLISH', ARGV[2], ARGV[1])
