@@ -163,7 +163,7 @@ class BatchSender:
             latest = entry.latest_due_ms(claim.due_ms, claim.claimed_ms, self.config.timezone)
             missed = self._missed(entry, claim, latest + 1)
             return Outcome(claim.name, "skipped", claim.due_ms, next_due, error=LATE, missed=missed)
-        missed = self._missed(entry, claim, due_ms) if fresh else 0
+        missed = self._missed(entry, claim, due_ms) if fresh and due_ms > claim.due_ms else 0
         # A delayed task's claim name (its key after a mark) keeps its ids apart from an entry's.
         task_id = occurrence_id(self.config.key_prefix, claim.name, due_ms)
         # A recovered claim was already decided (and maybe sent) by a beat that died: send
@@ -178,9 +178,10 @@ class BatchSender:
             )
             missed += 1
             return Outcome(claim.name, "skipped", due_ms, next_due, task_id, LATE, missed=missed)
-        held = self.holds.hold(entry, claim, due_ms, next_due, task_id, now_ms)
-        if held is not None:
-            return held
+        if entry.jitter or entry.overlap != "allow":
+            held = self.holds.hold(entry, claim, due_ms, next_due, task_id, now_ms)
+            if held is not None:
+                return held
         sent = Outcome(
             claim.name,
             "sent",

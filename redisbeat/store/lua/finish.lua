@@ -90,6 +90,7 @@ local function move(name, at)
   change(1, name, at)
 end
 local quarantined = {} -- name, record, ...
+local deferred = false -- whether a claim is kept as a deferral (else every claim ends)
 
 -- The entry's run state; what is not what redisbeat wrote is reported (and replaced, keeping
 -- the fields that are still valid).
@@ -138,23 +139,23 @@ end
 -- ``paused``: occurrences a pause that is over held back before it.
 local histories = {} -- name, record, ...
 local paused_missed = {} -- name, count, ...
+local function count(name, due, field, n, reason)
+  local state = load_state(name)
+  state[field] = (tonumber(state[field]) or 0) + n
+  state['last_' .. field] = {at = now, due = due, count = n, reason = reason}
+  change(3, name, cjson.encode(state))
+end
 local function tell(name, action, due, task_id, why, missed, paused)
   if not entries[name] then
     return
   end
-  local function count(field, n, reason)
-    local state = load_state(name)
-    state[field] = (tonumber(state[field]) or 0) + n
-    state['last_' .. field] = {at = now, due = due, count = n, reason = reason}
-    change(3, name, cjson.encode(state))
-  end
   if paused then
-    count('missed', paused, 'paused')
+    count(name, due, 'missed', paused, 'paused')
     paused_missed[#paused_missed + 1] = name
     paused_missed[#paused_missed + 1] = paused
   end
   if missed or (action == 'skipped' and why ~= '') then
-    count(missed and 'missed' or 'skipped', missed or 1, why)
+    count(name, due, missed and 'missed' or 'skipped', missed or 1, why)
   end
   if history_size > 0 then
     local reason = why ~= '' and why or (paused and 'paused') or nil
@@ -218,6 +219,7 @@ for i = FIRST, #ARGV, EACH do
         move(name, at)
         change(2, name, cjson.encode({due = tonumber(claim.due), at = tonumber(claim.at),
                                       beat = '', lease_until = at, deferred = why}))
+        deferred = true
       end
     else
       if untouched then
@@ -240,7 +242,9 @@ for i = FIRST, #ARGV, EACH do
   if action == 'sent' and entries[name] then
     paused = record_send(name, due, task_id, limit, moved)
   end
-  if action ~= 'release' and action ~= 'defer' and (mine or action == 'sent') then
+  -- Most sends have nothing to tell: no history, nothing missed or skipped.
+  if (history_size > 0 or paused or missed or (action == 'skipped' and why ~= ''))
+      and action ~= 'release' and action ~= 'defer' and (mine or action == 'sent') then
     tell(name, action, due, task_id, why, missed, paused)
   end
 end
@@ -265,16 +269,20 @@ for _, name in ipairs(changed[3]) do
   values[#values + 1] = name
   values[#values + 1] = states[name]
 end
-for _, name in ipairs(changed[2]) do
-  if inflight[name] then
-    claims[#claims + 1] = name
-    claims[#claims + 1] = inflight[name]
-  else
-    ended[#ended + 1] = name
+if deferred then
+  for _, name in ipairs(changed[2]) do
+    if inflight[name] then
+      claims[#claims + 1] = name
+      claims[#claims + 1] = inflight[name]
+    else
+      ended[#ended + 1] = name
+    end
   end
+  write_many('HDEL', 2, ended)
+  write_many('HSET', 2, claims)
+else
+  write_many('HDEL', 2, changed[2])
 end
-write_many('HDEL', 2, ended)
-write_many('HSET', 2, claims)
 write_many('ZADD', 1, moves)
 write_many('ZREM', 1, gone)
 write_many('HSET', 3, values)
