@@ -133,22 +133,10 @@ def _ended(sender: Any = None, task: Any = None, state: str | None = None, **_: 
 
 
 def _revoked(sender: Any = None, request: Any = None, **_: Any) -> None:
-    # A revoked task that ran ends through task_postrun too; one revoked before it started
-    # ends here (its request is the worker's, its headers in the message's dict).
-    if request is None or sender is None:
-        return
-    headers = getattr(request, "request_dict", None) or {}
-    about = _Headers(headers, getattr(request, "id", ""), getattr(request, "hostname", None))
-    _record(sender.app, about, "end", outcome="revoked", exception=None)
-
-
-class _Headers:
-    """A worker request's message headers, read as a task's request is."""
-
-    def __init__(self, headers: dict[str, Any], task_id: str, hostname: str | None) -> None:
-        self.headers = headers
-        self.id = task_id
-        self.hostname = hostname
+    # A revoked task that ran ends through task_postrun too; one discarded before it started
+    # ends here (``request``: the task's context, its headers among its fields).
+    if request is not None and sender is not None:
+        _record(sender.app, request, "end", outcome="revoked", exception=None)
 
 
 signals.worker_init.connect(_on_worker_init, weak=False, dispatch_uid="redisbeat.worker_init")

@@ -4,9 +4,12 @@ records what became of each run, and the beats hold occurrences back by it."""
 from __future__ import annotations
 
 import itertools
+import json
 
-from redisbeat import Entry, Interval
-from redisbeat.schedule.clock import to_ms
+from celery import Celery
+
+from redisbeat import Entry, Interval, occurrence_id
+from redisbeat.schedule.clock import from_ms, to_ms
 from redisbeat.schedule.ids import jitter_ms
 from redisbeat_testkit.ports import wait_until
 
@@ -79,3 +82,33 @@ def test_jitter_delays_each_occurrence_by_the_same_amount_on_every_beat(
     for at in store.next_runs("jittery", 5):
         nominal = grid + (to_ms(at) - grid) // 2000 * 2000
         assert to_ms(at) - nominal == jitter_ms("jittery", nominal, 1.5, 2000)
+
+
+def test_a_worker_records_retried_and_revoked_runs(redis_server, prefix, beats_for, stores):
+    store = stores(redis_server, prefix)
+    store.history_size = 10
+    store.upsert(Entry("flaky", "proj.flaky", Interval(3600)))
+    revoked = Entry("revoked", "proj.ping", Interval(3600), start_at=from_ms(store.now_ms() + 4000))
+    store.upsert(revoked)
+    due = to_ms(store.state("revoked").next_run_at)
+    procs = beats_for(redis_server, prefix, TEST_TRACK_RUNS="1", TEST_HISTORY="10")
+    worker = procs.start_worker(concurrency=2)
+    wait_until(lambda: " ready." in worker.output(), 60, "the worker")
+    control = Celery(broker=redis_server.url(1))
+    control.control.revoke(occurrence_id(prefix, "revoked", due))
+    wait_until(lambda: "revoked" in worker.output().lower(), 30, "the revoke to reach the worker")
+    procs.start(1)
+    wait_until(lambda: store.beats(), 30, "the beat")
+    store.run_now("flaky")
+
+    def outcomes(name: str) -> list[str | None]:
+        return [r.outcome for r in store.history(name, 10) if r.outcome]
+
+    wait_until(lambda: outcomes("flaky") == ["succeeded"] and outcomes("revoked"), 60, "the runs")
+    # The send shows how its last try ended; each try's end is in the history's records.
+    raw = store.client.lrange(store.keys.history("flaky"), 0, -1)
+    tries = [json.loads(r)["outcome"] for r in raw if json.loads(r)["kind"] == "run"]
+    assert tries == ["succeeded", "retried"]
+    assert outcomes("revoked") == ["revoked"]
+    assert store.state("revoked").last_outcome.outcome == "revoked"
+    control.close()

@@ -68,6 +68,13 @@ def fail() -> None:
     raise ValueError("proj.fail always fails")
 
 
+@app.task(name="proj.flaky", bind=True, max_retries=1)
+def flaky(self: Any) -> None:
+    """Fails its first try and is retried at once; the retry succeeds."""
+    if not self.request.retries:
+        raise self.retry(countdown=0)
+
+
 _published = 0
 
 
