@@ -30,8 +30,10 @@
 -- refused for the entry) counts towards the entry's failures in a row, which a 'sent' one
 -- resets. A 'sent' run that makes the entry's total_run_count reach its max_runs takes it off
 -- the schedule, and its state says so ("stopped": "max_runs"). Missed occurrences are counted
--- in the state ("missed", "last_missed"), skipped ones too ("skipped", "last_skipped"); with
--- a history, each outcome but a hand-back or a deferral is pushed onto it.
+-- in the state ("missed", "last_missed"), skipped ones too ("skipped", "last_skipped"), and
+-- so, at the first send after a pause, are those the pause held back (its "missed", or the
+-- "unsent" a resume left); with a history, each outcome but a hand-back or a deferral is
+-- pushed onto it.
 -- Returns {claims finished, now_ms, earliest score left in the schedule or -1,
 --          {names set aside by this call}, {name, what was wrong with its run state, ...},
 --          {name, occurrences a pause held back (now counted as missed), ...}}.
