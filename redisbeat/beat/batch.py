@@ -219,9 +219,11 @@ class BatchSender:
         try:
             self.sender.send(entry, sent.task_id, due_ms or sent.due_ms, now_ms)
         except MessageRefused as exc:
+            self.holds.unmark(sent.name, sent.task_id)
             return _failed(sent, exc.reason)
         except Exception:
             log.exception("redisbeat: could not send %s; handing it back", entry.name)
+            self.holds.unmark(sent.name, sent.task_id)
             return Outcome(sent.name, "release", sent.due_ms)
         return sent
 
@@ -269,6 +271,7 @@ class BatchSender:
                 outcomes[i] = (
                     Outcome(o.name, "release", o.due_ms) if reason is None else _failed(o, reason)
                 )
+                self.holds.unmark(o.name, o.task_id)
 
     def _quarantine(self, name: str, definition: str, exc: CorruptEntry) -> None:
         if self.store.quarantine(name, definition, str(exc), self.beat_id) or (

@@ -32,11 +32,14 @@ class Holds:
         self.store = store
         self._names: list[str] = []
         self._running: dict[str, Running] | None = None
+        #: The claims marked as running before their send, by name: their task ids.
+        self.marked: dict[str, str] = {}
 
     def begin(self, batch: ClaimBatch) -> None:
         """A new batch: the runs going on are read once, when an entry first needs them."""
         self._names = [c.name for c in batch.claims]
         self._running = None
+        self.marked = {}
 
     def hold(
         self,
@@ -65,7 +68,7 @@ class Holds:
             )
             return Outcome(claim.name, "release", claim.due_ms)
         if run is None or run.task_id == task_id:
-            return None
+            return self._mark(claim, task_id, due_ms, now_ms)
         if entry.overlap == "skip":
             log.info(
                 "redisbeat: %s skipped its occurrence: task %s still runs", entry.name, run.task_id
@@ -73,6 +76,29 @@ class Holds:
             return Outcome(claim.name, "skipped", due_ms, next_due, task_id, error="overlap")
         recheck = min(run.until_ms, now_ms + RECHECK_MS)
         return Outcome(claim.name, "defer", due_ms, max(recheck, now_ms + 1), task_id, "overlap")
+
+    def _mark(self, claim: Claim, task_id: str, due_ms: int, now_ms: int) -> Outcome | None:
+        """Mark the run as going on before its message goes out (a worker may start it at
+        once): None to send it, or a hand-back when Redis does not take the mark."""
+        try:
+            self.store.mark_sending(claim.name, task_id, due_ms, now_ms)
+        except StoreError as exc:
+            log.warning(
+                "redisbeat: could not mark %s as running (%s); handing it back", claim.name, exc
+            )
+            return Outcome(claim.name, "release", claim.due_ms)
+        self.marked[claim.name] = task_id
+        return None
+
+    def unmark(self, name: str, task_id: str) -> None:
+        """The message marked by :meth:`hold` was not sent: take the mark back (best effort;
+        it lapses after ``redisbeat_run_expiry_seconds`` anyway)."""
+        if self.marked.pop(name, None) != task_id:
+            return
+        try:
+            self.store.unmark_sending(name, task_id)
+        except StoreError as exc:
+            log.warning("redisbeat: could not take back the running mark of %s: %s", name, exc)
 
     def _runs(self, now_ms: int) -> dict[str, Running]:
         if self._running is None:

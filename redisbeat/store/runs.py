@@ -104,6 +104,23 @@ class RunCalls(StoreBase):
         self._track("end", name, run, self.history_size)
 
     @translated
+    def mark_sending(self, name: str, task_id: str, due_ms: int, now_ms: int) -> None:
+        """Mark the entry as running ``task_id`` from its send on (a beat, before sending an
+        entry with an overlap policy): a run still queued holds the next occurrence back too.
+        The worker's start and end replace and clear it."""
+        marker = {"task_id": task_id, "due": due_ms, "worker": "", "queued": True}
+        marker["until"] = now_ms + self.run_expiry_ms
+        self.client.hset(self.shard(name).keys.running, wire(name), json.dumps(marker))
+
+    @translated
+    def unmark_sending(self, name: str, task_id: str) -> None:
+        """Take back :meth:`mark_sending`'s marker: the message was not sent after all."""
+        key = self.shard(name).keys.running
+        marker = _record(self.client.hget(key, wire(name)))
+        if marker is not None and marker.get("task_id") == task_id and marker.get("queued"):
+            self.client.hdel(key, wire(name))
+
+    @translated
     def running(self, names: Iterable[str], now_ms: int) -> dict[str, Running]:
         """Of ``names``, those a worker runs now (their marker not past its ``until``)."""
         found: dict[str, Running] = {}
