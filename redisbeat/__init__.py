@@ -13,6 +13,7 @@ from .errors import (
     CorruptEntry,
     EntryNotFound,
     EntryPaused,
+    Incompatible,
     InvalidEntry,
     InvalidSchedule,
     MessageRefused,
@@ -25,7 +26,13 @@ from .schedule.ids import occurrence_id
 from .schedule.kinds import Clocked, Cron, Crontab, Interval, Schedule, Solar
 from .schedule.timing import next_due
 from .store import ScheduleStore
-from .store.errors import NotReplicated, StoreError, StoreRefused, StoreUnavailable
+from .store.errors import (
+    NotReplicated,
+    StoreError,
+    StoreIncompatible,
+    StoreRefused,
+    StoreUnavailable,
+)
 from .store.records import BeatInfo, SyncReport
 from .store.run_state import EntryState, Quarantined
 from .store.runs import Run, Running
@@ -45,6 +52,7 @@ __all__ = [
     "EntryNotFound",
     "EntryPaused",
     "EntryState",
+    "Incompatible",
     "Interval",
     "InvalidEntry",
     "InvalidSchedule",
@@ -60,6 +68,7 @@ __all__ = [
     "ScheduleStore",
     "Solar",
     "StoreError",
+    "StoreIncompatible",
     "StoreRefused",
     "StoreUnavailable",
     "SyncReport",

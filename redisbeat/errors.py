@@ -85,3 +85,16 @@ class OwnershipError(RedisBeatError):
         self.name = name
         self.owner = owner
         self.writer = writer
+
+
+class Incompatible(RedisBeatError):
+    """What redisbeat runs with cannot work, and no retry mends it: a Redis server older than
+    6.2 or without a command the scripts call, a kombu whose Redis transport refuses the
+    installed redis-py. The message is one line that names what, and the fix.
+
+    A beat stops on it (one line, no traceback) rather than retry forever, and so does the
+    command line, both with :attr:`exit_code`.
+    """
+
+    #: The exit status of a beat, and of ``celery -A proj redisbeat``, stopped by it.
+    exit_code = 6

@@ -28,7 +28,7 @@ from . import sync
 from .columns import LIVE_ATTR, LIVE_COLUMNS, ChangeListColumns
 from .conf import get_store
 from .delayed_admin import DelayedCallAdmin, DelayedTaskAdmin
-from .describe import format_time, name_list
+from .describe import format_time, name_list, store_trouble
 from .forms import PeriodicTaskForm
 from .models import PeriodicTask, SyncStatus
 from .panels import HISTORY_FIELDS, STATUS_FIELDS, TEMPLATES, UNAVAILABLE, StatusPanels
@@ -47,7 +47,7 @@ def read_states(request: HttpRequest, rows: list[PeriodicTask]) -> None:
         try:
             states = {s.name: s for s in get_store().states([r.name for r in rows])}
         except UNAVAILABLE as exc:
-            messages.warning(request, f"Redis unavailable: live state is not shown ({exc}).")
+            messages.warning(request, f"{store_trouble(exc)}; live state is not shown.")
     for row in rows:
         setattr(row, LIVE_ATTR, states.get(row.name))
 
@@ -204,9 +204,7 @@ class PeriodicTaskAdmin(ChangeListColumns, StatusPanels, PauseAdmin, _ModelAdmin
                     paused.append(name)
             beats = store.beats() if due else []
         except UNAVAILABLE as exc:
-            messages.error(
-                request, f"Redis unavailable: {exc}. Due now: {name_list(due) or 'none'}."
-            )
+            messages.error(request, f"{store_trouble(exc)}. Due now: {name_list(due) or 'none'}.")
             return
         if missing:
             messages.error(request, f"Not in Redis (try syncing them): {name_list(missing)}.")
@@ -258,7 +256,7 @@ class PeriodicTaskAdmin(ChangeListColumns, StatusPanels, PauseAdmin, _ModelAdmin
                 beats.append({"beat": beat, "last_seen": format_time(beat.last_seen), "ago": ago})
             quarantined = sorted(store.quarantined().values(), key=lambda q: q.name)
         except UNAVAILABLE as exc:
-            messages.error(request, f"Redis unavailable: {exc}.")
+            messages.error(request, f"{store_trouble(exc)}.")
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,

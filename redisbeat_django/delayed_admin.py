@@ -26,7 +26,7 @@ from redisbeat.schedule.delayed import DelayedTask as Task
 
 from . import outbox
 from .conf import get_store
-from .describe import format_time, time_cell
+from .describe import format_time, store_trouble, time_cell
 from .models import DelayedCall, DelayedTask
 
 PER_PAGE = 100
@@ -148,7 +148,7 @@ class DelayedTaskAdmin(_TaskAdmin):
                 rows = store.upcoming(PER_PAGE + 1, after)
             return rows[:PER_PAGE], store.count_pending(owner or None), len(rows) > PER_PAGE
         except RedisBeatError as exc:
-            messages.error(request, f"Redis unavailable: {exc}.")
+            messages.error(request, f"{store_trouble(exc)}.")
             return [], 0, False
 
     def _row(self, task: Task) -> dict[str, Any]:
@@ -167,7 +167,7 @@ class DelayedTaskAdmin(_TaskAdmin):
             store = get_store()
             cancelled = [k for k in keys if store.cancel(k)]
         except RedisBeatError as exc:
-            messages.error(request, f"Nothing was cancelled: Redis unavailable: {exc}.")
+            messages.error(request, f"Nothing was cancelled: {store_trouble(exc)}.")
             return HttpResponseRedirect(request.get_full_path())
         if cancelled:
             messages.success(request, f"Cancelled {len(cancelled)} delayed task(s).")
@@ -193,7 +193,7 @@ class DelayedTaskAdmin(_TaskAdmin):
         try:
             task = get_store().get_delayed(key)
         except RedisBeatError as exc:
-            messages.error(request, f"Redis unavailable: {exc}.")
+            messages.error(request, f"{store_trouble(exc)}.")
             task = None
         context = self._context(
             request,
@@ -214,7 +214,7 @@ class DelayedTaskAdmin(_TaskAdmin):
             else:
                 messages.warning(request, f"Too late to cancel {key}: it is being sent, or was.")
         except RedisBeatError as exc:
-            messages.error(request, f"Not cancelled: Redis unavailable: {exc}.")
+            messages.error(request, f"Not cancelled: {store_trouble(exc)}.")
         return HttpResponseRedirect(request.get_full_path())
 
     def _reschedule(self, request: HttpRequest, key: str, data: dict[str, Any]) -> HttpResponse:
@@ -223,7 +223,7 @@ class DelayedTaskAdmin(_TaskAdmin):
         except InvalidEntry as exc:
             messages.error(request, f"Not rescheduled: {exc.message}.")
         except RedisBeatError as exc:
-            messages.error(request, f"Not rescheduled: Redis unavailable: {exc}.")
+            messages.error(request, f"Not rescheduled: {store_trouble(exc)}.")
         else:
             if moved is None:
                 messages.warning(
@@ -259,7 +259,7 @@ class DelayedCallAdmin(_CallAdmin):
         try:
             pushed = outbox.push()
         except RedisBeatError as exc:
-            messages.error(request, f"Redis unavailable: {exc}. The calls keep waiting.")
+            messages.error(request, f"{store_trouble(exc)}. The calls keep waiting.")
             return
         messages.success(request, f"Pushed {pushed.pushed} call(s) to Redis.")
         if pushed.too_late:

@@ -16,7 +16,7 @@ from django.utils.html import format_html
 from django.utils.timesince import timesince, timeuntil
 
 from redisbeat import Entry
-from redisbeat.errors import InvalidEntry, InvalidSchedule, RedisBeatError
+from redisbeat.errors import Incompatible, InvalidEntry, InvalidSchedule, RedisBeatError
 from redisbeat.schedule.ids import jitter_ms
 from redisbeat.schedule.kinds import get_zone
 from redisbeat.schedule.timing import from_ms, to_ms
@@ -27,6 +27,12 @@ from .conf import get_store
 from .entries import form_field
 
 NO_VALUE = "—"
+
+
+def store_trouble(exc: BaseException) -> str:
+    """What a page says of a store call that failed: a server (or driver) redisbeat cannot
+    work with in its own one line, since no retry mends it; else that Redis is unavailable."""
+    return str(exc) if isinstance(exc, Incompatible) else f"Redis unavailable: {exc}"
 
 
 def default_zone() -> str:

@@ -19,7 +19,16 @@ from redisbeat.errors import RedisBeatError
 from redisbeat.store.run_state import EntryState
 
 from .conf import get_store
-from .describe import NO_VALUE, format_time, outcome_text, passed_text, preview, seconds, zone_info
+from .describe import (
+    NO_VALUE,
+    format_time,
+    outcome_text,
+    passed_text,
+    preview,
+    seconds,
+    store_trouble,
+    zone_info,
+)
 from .models import PeriodicTask
 
 #: What a Redis outage raises (connection refused, timeouts, a bad store setting).
@@ -47,7 +56,7 @@ class StatusPanels:
             try:
                 cached = (get_store().states([obj.name])[0], "")
             except UNAVAILABLE as exc:
-                cached = (None, f"Redis unavailable: {exc}")
+                cached = (None, store_trouble(exc))
             setattr(obj, _LIVE_ONE, cached)
         return cached
 
@@ -74,7 +83,7 @@ class StatusPanels:
             runs = store.history(obj.name, HISTORY_LIMIT)
             context["off"] = not runs and store.history_size <= 0
         except UNAVAILABLE as exc:
-            context["problem"] = f"Redis unavailable: {exc}"
+            context["problem"] = store_trouble(exc)
         else:
             zone = zone_info(obj)
             context["runs"] = [history_row(run, zone) for run in runs]

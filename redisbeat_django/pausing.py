@@ -25,7 +25,7 @@ from django.utils import timezone
 from redisbeat.errors import EntryNotFound, InvalidEntry, RedisBeatError
 
 from .conf import get_store
-from .describe import name_list
+from .describe import name_list, store_trouble
 from .models import PeriodicTask
 
 TEMPLATE = "admin/redisbeat_django/periodictask/pause.html"
@@ -165,7 +165,7 @@ def _apply(request: HttpRequest, names: list[str], call: Any, done: str = "") ->
         messages.error(request, str(exc))
         return False
     except RedisBeatError as exc:
-        messages.error(request, f"Redis unavailable: {exc}. Done: {name_list(ok) or 'none'}.")
+        messages.error(request, f"{store_trouble(exc)}. Done: {name_list(ok) or 'none'}.")
         return False
     if missing:
         messages.error(request, f"Not in Redis (try syncing them): {name_list(missing)}.")

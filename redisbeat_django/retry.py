@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from django.db import DatabaseError, close_old_connections
 
-from redisbeat.errors import RedisBeatError
+from redisbeat.errors import Incompatible, RedisBeatError
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,8 @@ class Retrier:
     """Calls ``attempt`` in a background thread, with backoff, until it raises nothing.
 
     ``attempt`` returns what it did, for the log. A Redis error or a database error (a
-    busy or locked database, a deadlock: as passing as a Redis outage) means "later".
+    busy or locked database, a deadlock: as passing as a Redis outage) means "later"; a
+    server redisbeat cannot work with ends the retry, said once (the next push kicks it).
     """
 
     def __init__(self, name: str, attempt: Callable[[], str]) -> None:
@@ -57,6 +58,9 @@ class Retrier:
             while not self._stop.wait(delay):
                 try:
                     done = self._attempt()
+                except Incompatible as exc:
+                    log.error("redisbeat: %s stopped: %s", self.name, exc)
+                    return
                 except RedisBeatError as exc:
                     log.debug("redisbeat: %s: Redis still unavailable: %s", self.name, exc)
                     delay = min(delay * 2, self.max_seconds)

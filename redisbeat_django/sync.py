@@ -23,6 +23,7 @@ from redisbeat import Entry, ScheduleStore, StoreError
 from redisbeat.errors import EntryNotFound, InvalidEntry
 
 from .conf import get_store
+from .describe import store_trouble
 from .entries import SOURCE, row_error
 from .models import PeriodicTask, SyncStatus
 from .retry import Retrier
@@ -81,7 +82,7 @@ def push(
                 if name not in present and store.remove(name, source=SOURCE):
                     result.removed.append(name)
     except StoreError as exc:
-        result.unavailable = f"Redis unavailable: {exc}"
+        result.unavailable = store_trouble(exc)
         _mark_pending(Q(pk__in=list(pks)) | Q(name__in=list(names)), result.unavailable)
         log.warning(
             "redisbeat: could not push periodic tasks (%s); retrying in the background", exc

@@ -146,3 +146,15 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterRig]:
     """A Redis Cluster of 3 masters without replicas, for the tests of one module."""
     with ClusterRig(parent=tmp_path_factory.mktemp("cluster")) as rig:
         yield rig
+
+
+@pytest.fixture(scope="module")
+def server_without_zmscore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A redis-server without ZMSCORE (renamed away), which the scripts call: it stands for a
+    server redisbeat cannot work with, as Redis 6.0 is."""
+    server = RedisServer(
+        tmp_path_factory.mktemp("no-zmscore"), extra_args=["--rename-command", "ZMSCORE", ""]
+    )
+    server.start()
+    yield server
+    server.stop()

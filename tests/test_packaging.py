@@ -9,7 +9,10 @@ import sys
 import zipfile
 from pathlib import Path
 
+from matrix.cells import CELERY_CELLS, MAIN_PYTHON
 from packaging.version import Version
+
+import redisbeat
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("redisbeat", "redisbeat_django")
@@ -37,8 +40,32 @@ def test_the_oldest_supported_releases_are_the_floors_pyproject_declares():
     pins = re.search(r"^OLDEST_PINS  := (.+)$", (ROOT / "Makefile").read_text(), re.M)
     assert pins is not None
     pinned = dict(re.findall(r"'([\w-]+)(?:\[\w+\])?==([\d.*]+)'", pins[1]))
-    for name in ("celery", "redis", "Django"):
+    for name in ("celery", "kombu", "redis", "Django"):
         assert Version(pinned[name].replace("*", "0")) == Version(floors[name]), name
+
+
+def test_the_version_is_written_once_and_the_changelogs_newest_release_is_it():
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    project = pyproject.split("\n[project]\n")[1].split("\n[")[0]
+    assert not re.search(r"^version =", project, re.M)
+    assert re.search(r'^dynamic = \["version"\]$', project, re.M)
+    assert 'version = {attr = "redisbeat.__version__"}' in pyproject
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    headings = re.findall(r"^## \[([^\]]+)\](?: - \d{4}-\d\d-\d\d)?$", changelog, re.M)
+    assert headings[0] == "Unreleased"
+    released = headings[1:]
+    assert released[0] == redisbeat.__version__
+    assert released == sorted(released, key=Version, reverse=True)
+
+
+def test_the_python_classifiers_are_the_pythons_make_test_runs():
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    claimed = re.findall(r'^    "Programming Language :: Python :: (3\.\d+)",$', pyproject, re.M)
+    assert sorted(claimed, key=Version) == sorted(
+        {cell.python for cell in CELERY_CELLS} | {MAIN_PYTHON}, key=Version
+    )
+    assert '"Programming Language :: Python :: 3 :: Only"' in pyproject
+    assert f'requires-python = ">={claimed[0]}"' in pyproject
 
 
 def test_the_wheel_holds_every_module_script_and_template_of_the_source_tree(tmp_path):
@@ -56,6 +83,8 @@ def test_the_wheel_holds_every_module_script_and_template_of_the_source_tree(tmp
         capture_output=True,
     )
     (wheel,) = wheels.glob("*.whl")
+    # Built in isolation, without Celery: setuptools read the version without importing it.
+    assert wheel.name.startswith(f"celery_redisbeat-{redisbeat.__version__}-")
     shipped = set(zipfile.ZipFile(wheel).namelist())
     wanted = {
         path.relative_to(source).as_posix()

@@ -4,7 +4,9 @@ Claim the due occurrences, send them (:mod:`.batch`), finish the batch, and say 
 wait. Redis trouble is expected: an outage, and error replies too (out of memory, a read-only
 replica, an ACL denial, a key of the wrong type). The dispatcher says which once
 (:mod:`.outage`), backs off, keeps any batch it could not finish, and carries on when Redis
-answers normally again.
+answers normally again. A store this release cannot work with (:class:`StoreIncompatible`:
+a server too old, a newer stored format) is no such trouble: it leaves
+:meth:`Dispatcher.tick`, and the beat stops.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Callable
 from ..config import Config
 from ..errors import RedisBeatError
 from ..store import ScheduleStore
-from ..store.errors import RedisTrouble, StoreError, StoreRefused
+from ..store.errors import RedisTrouble, StoreError, StoreIncompatible, StoreRefused
 from ..store.records import ClaimBatch, FinishResult, Outcome
 from .activity import Activity
 from .batch import BatchSender, Sender
@@ -99,6 +101,8 @@ class Dispatcher:
                 finished = self._finish_leftovers()
                 if finished is not None:
                     now_ms, next_due_ms = finished.now_ms, finished.next_due_ms
+        except StoreIncompatible:
+            raise  # retrying cannot help: the beat stops
         except StoreError as exc:
             return self._backoff(exc)
         self.outage.over()
@@ -298,6 +302,8 @@ class Dispatcher:
             self._finish_leftovers()
             self.store.deregister(self.beat_id)
             log.info("redisbeat: beat %s stopped and deregistered", self.beat_id)
+        except StoreIncompatible:
+            pass  # said once, where the beat stopped
         except StoreError as exc:
             log.warning("redisbeat: could not deregister beat %s: %s", self.beat_id, exc)
         finally:

@@ -19,12 +19,14 @@ from typing import Any
 from celery.beat import Scheduler
 
 from ..config import Config
+from ..errors import Incompatible
 from ..schedule.entry import Entry
 from ..schedule.from_celery import config_entries
 from ..sending import Publisher
 from ..store import ScheduleStore
 from ..store.base import usual_or
 from .deploys import BeatSchedule
+from .drivers import check_broker_driver
 from .loop import Dispatcher, make_beat_id
 
 log = logging.getLogger(__name__)
@@ -71,6 +73,8 @@ class RedisScheduler(Scheduler):
         self._beat_schedule: BeatSchedule | None = None
         self._busy = False
         self.stop_requested = False
+        #: Why the beat stopped, when what it runs with cannot work (a store in a newer format).
+        self._incompatible: Incompatible | None = None
         super().__init__(app, *args, **kwargs)
         # `celery beat --max-interval` reaches the scheduler, not the settings.
         self.config = replace(config, max_loop_interval=float(self.max_interval or 300))
@@ -96,6 +100,11 @@ class RedisScheduler(Scheduler):
         # Filled as the store fills what it writes, so that the digests (the deployment's
         # version) change with the defaults: Celery's timezone, redisbeat_dst_gap and _fold.
         self._config_entries = [e.with_defaults(*self._fill) for e in config_entries(self.app)]
+        try:
+            check_broker_driver(self.app)  # no I/O: a redis-py kombu refuses fails every send
+        except Incompatible as exc:
+            log.critical("redisbeat: %s", exc)  # one line: it says what to do
+            raise SystemExit(exc.exit_code) from None  # Celery's loop has not begun
         self._install_signal_handlers()
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
@@ -104,6 +113,12 @@ class RedisScheduler(Scheduler):
         try:
             self.dispatcher.stop_requested = self.stop_requested
             delay = self.dispatcher.tick()
+        except Incompatible as exc:
+            # One line, not a traceback: it says what to do. Celery's loop takes SystemExit
+            # as a stop; close() turns it into a failing exit status.
+            log.critical("redisbeat: %s", exc)
+            self._incompatible = exc
+            raise SystemExit(exc.exit_code) from None
         finally:
             self._busy = False
         if self.stop_requested:
@@ -127,6 +142,10 @@ class RedisScheduler(Scheduler):
     def close(self) -> None:
         self.dispatcher.close()
         super().close()
+        if self._incompatible is not None:
+            # Celery's beat exits with status 0 after a SystemExit from tick(); raised here,
+            # past its handler, the status says the beat failed.
+            raise SystemExit(self._incompatible.exit_code)
 
     @property
     def info(self) -> str:

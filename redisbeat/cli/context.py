@@ -10,6 +10,7 @@ Exit codes:
 3     Redis: unreachable, or it answered with an error
 4     not found: no entry, quarantined definition or delayed task of that name
 5     unhealthy: ``status`` found no beat alive
+6     incompatible: a server (or store) redisbeat cannot work with (``Incompatible``)
 ====  ==========================================================================
 """
 
@@ -28,9 +29,10 @@ from rich.console import Console
 from rich.table import Table
 
 from ..config import Config
-from ..errors import EntryNotFound, OwnershipError, RedisBeatError
+from ..errors import EntryNotFound, Incompatible, OwnershipError, RedisBeatError
 from ..store import ScheduleStore
 from ..store.errors import StoreError, StoreUnavailable
+from ..store.formats import check_format
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -58,7 +60,9 @@ class Tool:
     @property
     def store(self) -> ScheduleStore:
         if self._store is None:
-            self._store = ScheduleStore.from_config(self._config())
+            store = ScheduleStore.from_config(self._config())
+            self._store = store
+            check_format(store)  # before a command reads what it might misread
         return self._store
 
     def close(self) -> None:
@@ -93,6 +97,8 @@ def guarded(command: Callable[P, R]) -> Callable[P, R]:
             return command(*args, **kwargs)
         except StoreUnavailable as exc:
             raise Failed(f"cannot reach Redis: {exc}", REDIS) from None
+        except Incompatible as exc:
+            raise Failed(str(exc), exc.exit_code) from None
         except StoreError as exc:
             raise Failed(f"Redis answered with an error: {exc}", REDIS) from None
         except EntryNotFound as exc:

@@ -1,4 +1,5 @@
-"""Every name of Celery and kombu the batched path reads that is not their public API.
+"""Every name of Celery and kombu the batched path reads that is not their public API, and
+the one a beat's start-up runs (kombu's check of redis-py, :func:`check_redis_transport`).
 
 Each is looked up defensively: a release without it either needs nothing in its place (the
 message is the same) or raises :class:`MissingInternal`, which the publisher answers by
@@ -184,3 +185,24 @@ def body_encoder(serializer: str) -> tuple[str, str, Callable[[Any], Any]] | Non
         return None
     content_type, content_encoding, encode = found
     return content_type, content_encoding, encode
+
+
+def check_redis_transport(app: Any) -> None:
+    """Run kombu's own check that its Redis transport can use the installed redis-py, when the
+    app's broker is that transport (Sentinel's too), without connecting: it raises kombu's
+    ``VersionMismatch`` where a send would (``Channel._get_client``, kombu 5.7; earlier
+    releases check nothing, and a transport without it is left alone)."""
+    try:
+        with app.connection_for_write() as connection:
+            transport = connection.get_transport_cls()
+    except (ImportError, AttributeError, KeyError, ValueError):
+        return  # a broker URL kombu cannot resolve fails at the first send, as it always did
+    if not (isinstance(transport, type) and issubclass(transport, kombu_redis.Transport)):
+        return
+    channel = getattr(transport, "Channel", None)
+    if not isinstance(channel, type) or getattr(channel, "_get_client", None) is None:
+        return
+    # The check reads the channel's class attributes only: one made without __init__ (which
+    # connects) will do.
+    bare: Any = object.__new__(channel)
+    bare._get_client()

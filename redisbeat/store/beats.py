@@ -201,7 +201,7 @@ class BeatCalls(StoreBase):
     def heartbeat(self, beat_id: str) -> Heartbeat:
         """Refresh a beat's heartbeat; says which ``beat_schedule`` the deployment follows
         and which schedule members have a score past any valid time."""
-        self.connection.refuse_cluster_node()  # once, at the first heartbeat that answers
+        # The connection's first command looks at the server first (Connection.check_server).
         beat = self.scripts.heartbeat(beat_id, self.beat_ttl_ms)  # and shard 0's schedule
         if beat.layout[0]:  # a reshard began or ended: claim from the shards it names
             self.follow(Layout.from_fields(*beat.layout))

@@ -3,7 +3,9 @@
 A :class:`Connection` holds the client the settings describe and answers, for a key, which
 server serves it. On one server that is always the same client; on a cluster it is the node
 that owns the key's slot, so a script and the ``WAIT`` after it share one connection, as
-``WAIT`` requires. Log lines name the server without its password.
+``WAIT`` requires. Before its first command, a connection looks once at the server (each
+master of a cluster): one redisbeat cannot work with is refused (:mod:`.server`). Log lines
+name the server without its password.
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ from typing import Any, TypeVar, cast
 
 import redis
 from redis.cluster import ClusterNode, RedisCluster
-from redis.exceptions import AskError, ClusterDownError, MovedError, NoPermissionError
+from redis.exceptions import AskError, ClusterDownError, MovedError
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
 from ..config import Config
 from ..urls import ClusterURL
-from .errors import RedisTrouble, StoreRefused
+from . import server
+from .errors import StoreIncompatible
 
 T = TypeVar("T")
 #: How many MOVED or ASK replies one call follows (a slot moves once; a second is rare).
@@ -36,7 +39,10 @@ class Connection:
         self._make = make
         #: The Sentinel client a sentinel:// URL made (closed with the connection).
         self.sentinel: Sentinel | None = sentinel
+        #: Whether the server passed the look at it (:meth:`check_server`), and the line that
+        #: refused it, if it did not.
         self._checked = False
+        self._refused: str | None = None
 
     @classmethod
     def from_config(cls, config: Config) -> Connection:
@@ -63,7 +69,13 @@ class Connection:
 
     @property
     def client(self) -> redis.Redis:
-        """The client (a cluster's speaks the same commands for keys of one slot)."""
+        """The client (a cluster's speaks the same commands for keys of one slot), once the
+        server passed the look at it: every command of the store comes through here."""
+        if not self._checked:
+            self.check_server()
+        return self._made()
+
+    def _made(self) -> redis.Redis:
         if self._client is None:
             assert self._make is not None
             self._client = self._make()
@@ -118,19 +130,29 @@ class Connection:
             node = ClusterNode(exc.host, exc.port)
         return client.get_redis_connection(node)
 
-    def refuse_cluster_node(self) -> None:
-        """Raise when a plain ``redis://`` URL names a node of a Redis Cluster: it answers for
-        its own slots only, and a failover would leave the beats talking to a replica."""
-        if self._checked or self.is_cluster or self.sentinel is not None:
-            return
+    def check_server(self) -> None:
+        """Once per connection, at its first contact that answers: refuse a server redisbeat
+        cannot work with (:class:`~.errors.StoreIncompatible`, raised again at every later
+        call without asking again) and a Redis Cluster node named by a ``redis://`` URL.
+        Unreachable, it raises the connection error and looks again at the next call."""
+        if self._refused is not None:
+            raise StoreIncompatible(self._refused)
+        client = self._made()
+        if isinstance(client, RedisCluster):
+            where = self.describe()
+            nodes = [
+                (client.get_redis_connection(n), f"{_host_port(n.host, n.port)} in {where}")
+                for n in client.get_primaries()
+            ]
+        else:
+            nodes = [(client, self.describe())]
+        plain = not self.is_cluster and self.sentinel is None
         try:
-            enabled = int(self.client.info("cluster").get("cluster_enabled", 0))
-        except NoPermissionError:
-            enabled = 0  # an ACL user without +info: a node answers MOVED for other slots
-        if enabled:
-            exc = StoreRefused(f"{self.describe()} has cluster_enabled:1")
-            exc.trouble = RedisTrouble("cluster", str(exc))
-            raise exc
+            for node, where in nodes:
+                server.check(node, where, plain=plain)
+        except StoreIncompatible as exc:
+            self._refused = str(exc)
+            raise
         self._checked = True
 
     def decodes_responses(self) -> bool:

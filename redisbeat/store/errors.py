@@ -24,7 +24,7 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from ..errors import RedisBeatError
+from ..errors import Incompatible, RedisBeatError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -54,6 +54,16 @@ class NotReplicated(StoreUnavailable):
     It stays on the master, and a failover now could lose it. Writing the same again is
     safe, which is what callers that retry on a Redis error do.
     """
+
+
+class StoreIncompatible(StoreError, Incompatible):
+    """This redisbeat cannot work with the store it reached (the store holds a newer format
+    than this release understands, say): retrying does not help, so a beat stops rather than
+    back off, having changed nothing. The message is one line that says what to do."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.trouble = RedisTrouble("incompatible", message)
 
 
 #: What redis-py raises: its errors, the socket's, and the cluster client's own (not a
@@ -151,7 +161,8 @@ class RedisTrouble:
     login was rejected), ``oom`` (maxmemory reached), ``readonly`` (a read-only replica),
     ``noperm`` (an ACL denial), ``wrongtype`` (a key holds the wrong type), ``cluster`` (a
     Redis Cluster node reached by a ``redis://`` URL), ``not-cluster`` (a plain server named
-    by a ``redis-cluster://`` URL) and ``refused`` (any other error reply). ``reply`` is
+    by a ``redis-cluster://`` URL), ``incompatible`` (:class:`StoreIncompatible`: the reply
+    is its message) and ``refused`` (any other error reply). ``reply`` is
     Redis's own error text, verbatim, or the connection error; ``key`` is the key a
     WRONGTYPE is about, when redisbeat's scripts could name it.
     """

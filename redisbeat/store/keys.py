@@ -134,7 +134,8 @@ class Keys:
     @property
     def layout(self) -> str:
         """HASH: how the deployment is split (``shards``: the count its entries use;
-        ``moving_to``: the count a reshard is moving them to)."""
+        ``moving_to``: the count a reshard is moving them to), and ``format``: the version
+        of the stored format (:mod:`.formats`)."""
         return self._deployment_key("layout")
 
     @property

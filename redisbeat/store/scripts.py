@@ -13,6 +13,7 @@ from typing import Any
 from ..errors import EntryNotFound, EntryPaused
 from ..schedule.clock import MAX_MS
 from .errors import LayoutChanged
+from .formats import FORMAT, incompatible, refusal
 from .keys import Keys
 from .records import ClaimBatch, FinishResult, Heartbeat, Outcome, wire
 from .runner import Call, Runner, Script
@@ -129,10 +130,12 @@ class Scripts:
         return bool(self.runner.run(Call(QUARANTINE, keys, args), "lenient"))
 
     def heartbeat(self, beat_id: str, ttl_ms: int) -> Heartbeat:
+        """Raises :class:`~.errors.StoreIncompatible` when the deployment's stored format is
+        newer than this release reads (the beat is not registered then)."""
         k = self.keys
         keys = [k.beats, k.config, k.schedule, k.layout]
-        call = Call(HEARTBEAT, keys, [beat_id, ttl_ms, MAX_MS])
-        return Heartbeat.from_reply(self.runner.run(call, "none"))
+        call = Call(HEARTBEAT, keys, [beat_id, ttl_ms, MAX_MS, FORMAT])
+        return Heartbeat.from_reply(self._format_read(self.runner.run(call, "none")))
 
     def repair(self, name: str, score: str, due_ms: int | None) -> bool:
         args = [wire(name), score, "" if due_ms is None else due_ms, self.keys.events]
@@ -143,10 +146,20 @@ class Scripts:
         none was), ``begin`` or ``end`` a reshard to ``shards``.
 
         No WAIT for a read: a record lost with a failover is written again by the next process.
+        Raises :class:`~.errors.StoreIncompatible` when the deployment's stored format is newer
+        than this release reads (nothing is written then).
         """
-        call = Call(LAYOUT, [self.keys.layout, self.keys.schedule], [op, shards])
-        count, moving_to = self.runner.run(call, "none" if op == "read" else "strict")
+        call = Call(LAYOUT, [self.keys.layout, self.keys.schedule], [op, shards, FORMAT])
+        reply = self.runner.run(call, "none" if op == "read" else "strict")
+        count, moving_to = self._format_read(reply)
         return Layout.from_fields(count, moving_to)
+
+    def _format_read(self, reply: Any) -> Any:
+        """A reply of a script that checks the stored format, unless it refused it."""
+        recorded = refusal(reply)
+        if recorded is not None:
+            raise incompatible(recorded, self.runner.connection.describe(), self.keys.prefix)
+        return reply
 
     def claim_config(
         self, read: str, version: str, beat_id: str, entries: str, previous: str

@@ -51,6 +51,8 @@ class Beats:
         self.beats: list[Beat] = []
         #: Pass ``-S redisbeat.RedisScheduler`` (else the app's beat_scheduler setting decides).
         self.scheduler_flag = True
+        #: The Python that runs them (another venv's runs another release of redisbeat).
+        self.python = sys.executable
 
     def start(self, count: int = 1, **extra_env: str) -> list[Beat]:
         started = []
@@ -73,7 +75,7 @@ class Beats:
         env = {**environ_without_django(), **self.env, **extra_env}
         handle = log.open("wb")
         process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", BEAT_APP, *args, "--loglevel", "INFO"],
+            [self.python, "-m", "celery", "-A", BEAT_APP, *args, "--loglevel", "INFO"],
             cwd=self.directory,
             env=env,
             stdout=handle,

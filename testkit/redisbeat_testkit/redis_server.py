@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -42,8 +43,16 @@ def wait_for_ping(client: redis.Redis, process: subprocess.Popen[bytes], what: s
 
 
 def redis_server_binary() -> str | None:
-    """The redis-server on the PATH, or None."""
-    return shutil.which("redis-server")
+    """The redis-server every server of the kit runs (plain, Sentinel and Cluster nodes): the
+    one ``REDISBEAT_TEST_REDIS_SERVER`` names (a path or a command, e.g. a Valkey server), else
+    ``redis-server`` on the PATH, or None."""
+    chosen = os.environ.get("REDISBEAT_TEST_REDIS_SERVER")
+    if not chosen:
+        return shutil.which("redis-server")
+    found = shutil.which(chosen)
+    if found is None:  # never fall back to another server than the one asked for
+        raise RuntimeError(f"REDISBEAT_TEST_REDIS_SERVER={chosen}: no such executable")
+    return found
 
 
 def redis_server_argv(binary: str, port: int, directory: Path) -> list[str]:
@@ -67,7 +76,7 @@ class RedisServer:
     def url(self, db: int = 0) -> str:
         return f"redis://127.0.0.1:{self.port}/{db}"
 
-    def start(self) -> RedisServer:
+    def start(self, attempts: int = 3) -> RedisServer:
         binary = redis_server_binary()
         if binary is None:
             raise RuntimeError("redis-server is not installed (make test installs it)")
@@ -78,8 +87,21 @@ class RedisServer:
         args += self.extra_args
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = redis.Redis(port=self.port, socket_connect_timeout=0.5, **self.client_kwargs)
-        wait_for_ping(client, self.process, f"redis-server on port {self.port}")
+        try:
+            wait_for_ping(client, self.process, f"redis-server on port {self.port}")
+        except AssertionError:
+            if attempts <= 1 or not self._port_was_taken():
+                raise
+            # Another process bound the port between free_port() and this server: once more.
+            self.port = free_port()
+            return self.start(attempts - 1)
         return self
+
+    def _port_was_taken(self) -> bool:
+        if self.process is None or self.process.poll() is None:
+            return False
+        log = self.directory / "redis.log"
+        return log.exists() and "Address already in use" in log.read_text(errors="replace")
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         stop_process(self.process, sig)

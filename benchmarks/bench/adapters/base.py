@@ -95,6 +95,10 @@ class Adapter(abc.ABC):
         """Environment variables for ``celery -A benchmarks.bench.app beat``."""
         return {"BENCH_BROKER_URL": self.redis_url, "PYTHONPATH": pythonpath()}
 
+    def beats_up(self) -> int | None:
+        """How many of its beats have started work (None: it cannot tell)."""
+        return None
+
     @abc.abstractmethod
     def teardown(self) -> None:
         """Stop what setup started."""

@@ -65,6 +65,9 @@ class RedisbeatAdapter(Adapter):
             start_at=from_ms(spec.anchor_ms),
         )
 
+    def beats_up(self) -> int:
+        return len(self._store().beats())
+
     def load(self, specs: Sequence[Spec]) -> None:
         self._store().upsert_many(self.entry(s) for s in specs)
 

@@ -3,12 +3,21 @@
 -- A reshard records the count it moves the entries to ('begin'), then makes it the count
 -- ('end'), once every entry is where that count puts it.
 --
--- KEYS[1] = layout    HASH  shards -> the count, moving_to -> the count a reshard moves to
+-- It also checks the deployment's stored format first (format_refused, in the prelude).
+--
+-- KEYS[1] = layout    HASH  shards -> the count, moving_to -> the count a reshard moves to,
+--                           format -> the stored format's version
 -- KEYS[2] = schedule  ZSET  shard 0's, only read: entries written before counts were recorded
 -- ARGV[1] = 'read', 'begin' or 'end'
 -- ARGV[2] = read: this process's count (recorded when none is); begin, end: the new count
+-- ARGV[3] = the newest stored format this process reads (recorded when none is)
 -- Returns {shards, moving_to or ''} as recorded after the call. A begin while a reshard to
--- another count runs, or an end of a reshard not running, changes nothing.
+-- another count runs, or an end of a reshard not running, changes nothing. A stored format
+-- newer than ARGV[3]: {'format', the format recorded}, and nothing written.
+local refusal = format_refused(1, redis.call('HGET', KEYS[1], 'format'), ARGV[3])
+if refusal then
+  return refusal
+end
 local shards = redis.call('HGET', KEYS[1], 'shards')
 if not shards then
   shards = ARGV[1] == 'read' and ARGV[2] or '1'

@@ -114,3 +114,17 @@ local function record(raw)
   end
   return nil
 end
+-- The stored format's check (store/formats.py), before a script writes anything: nil when
+-- this process reads the format the layout record KEYS[i] holds (``recorded``, as read from
+-- its 'format' field: false when there is none, and then ``newest`` is recorded, the newest
+-- this process reads), else the reply that refuses it: {'format', recorded}.
+local function format_refused(i, recorded, newest)
+  if not recorded then
+    redis.call('HSET', KEYS[i], 'format', newest)
+    return nil
+  end
+  if string.match(recorded, '^%d+$') and tonumber(recorded) <= tonumber(newest) then
+    return nil
+  end
+  return {'format', recorded}
+end

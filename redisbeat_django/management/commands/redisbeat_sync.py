@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from redisbeat.errors import RedisBeatError
+from redisbeat_django.describe import store_trouble
 from redisbeat_django.sync import reconcile
 
 
@@ -20,7 +21,7 @@ class Command(BaseCommand):
         try:
             result = reconcile()
         except RedisBeatError as exc:
-            raise CommandError(f"Redis unavailable, nothing synced: {exc}") from exc
+            raise CommandError(f"Nothing synced: {store_trouble(exc)}") from exc
         for label, names in (
             ("added", result.added),
             ("updated", result.updated),
