@@ -9,9 +9,16 @@ STAMP  := $(VENV)/.installed-dev
 PYTEST_WORKERS ?= 3
 LINT_PATHS := redisbeat redisbeat_django testkit tests example_project benchmarks
 
-.PHONY: demo test chaos bench docs lint pytest pytest-oldest dist matrix servers redis-server postgresql chromium faketime venv clean
+.PHONY: demo test compat chaos bench docs lint pytest pytest-oldest dist matrix servers redis-server postgresql chromium faketime venv clean
 
-test: lint docs pytest pytest-oldest dist matrix servers
+test: lint docs
+	$(MAKE) --no-print-directory -j2 --output-sync=recurse pytest compat
+
+# What installs as users get it, one step after another, beside the main suite: the oldest
+# pinned releases, the built wheel in each cell of the matrix, the other servers. Its
+# pytest-xdist workers take ports of their own (20000 + 1000 per worker is the main suite's).
+compat:
+	$(MAKE) --no-print-directory -j1 pytest-oldest matrix servers REDISBEAT_TEST_PORTS=26000
 
 venv: $(STAMP)
 

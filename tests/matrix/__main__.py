@@ -24,6 +24,7 @@ from .cells import (
     CELERY_TESTS,
     CELERY_WARNINGS,
     MAIN_PYTHON,
+    REFUSED,
     SERVER_CELLS,
     CeleryCell,
     ServerCell,
@@ -52,7 +53,7 @@ def environment(**extra: str) -> dict[str, str]:
 
 
 def run_pytest(name: str, argv: list[str], env: dict[str, str]) -> tuple[bool, str, float]:
-    """(passed, "27 passed", seconds); on a failure, the end of the output is printed."""
+    """(passed, "44/46 passed, 2 skipped", seconds); a failure prints the output's end."""
     BUILD.mkdir(parents=True, exist_ok=True)
     log, report = BUILD / f"{name}.log", BUILD / f"{name}.xml"
     report.unlink(missing_ok=True)
@@ -80,12 +81,25 @@ def selection(tests: Sequence[str], deselect: str) -> list[str]:
     return [*(["-k", deselect] if deselect else []), *tests]
 
 
+def summary(name: str, python: str, versions: dict[str, str], server: str, counts: str) -> str:
+    return (
+        f"{name:<15} Python {python:<8} celery {versions['celery']:<7} "
+        f"kombu {versions['kombu']:<7} redis-py {versions['redis']:<7} {server:<14} "
+        f"{counts:<24}"
+    )
+
+
 def celery_cell(cell: CeleryCell, wheel: Path, server: str) -> Outcome:
     start = time.monotonic()
     python = find_python(cell.python)
-    print(f"matrix: {cell.name}: Python {python.version}, {' '.join(cell.pins)}", flush=True)
+    pins = " ".join(cell.pins)
+    print(f"matrix: {cell.name}: Python {python.version}, {pins} ({cell.why})", flush=True)
     venv = CellVenv(VENVS / cell.name, python)
-    done = venv.ensure(wheel, lambda: testkit_wheel(BUILD / "testkit"), cell.requirements)
+    try:
+        done = venv.ensure(wheel, lambda: testkit_wheel(BUILD / "testkit"), cell.requirements)
+    except subprocess.CalledProcessError as error:  # pip's reason is printed above
+        why = f"pip could not install it (exit {error.returncode})"
+        return Outcome(f"{cell.name:<15} Python {python.version:<8} {pins}: {why}", False)
     v = venv.versions("celery", "kombu", "redis")
     env = environment(
         PATH=f"{venv.path / 'bin'}{os.pathsep}{os.environ['PATH']}",
@@ -94,16 +108,13 @@ def celery_cell(cell: CeleryCell, wheel: Path, server: str) -> Outcome:
     # The venv's own pytest, and tests/ alone on the path: pyproject's pythonpath (".") and
     # ``python -m`` would put the source tree's redisbeat in front of the installed one.
     argv = [str(venv.path / "bin" / "pytest"), "-o", "pythonpath=tests"]
-    for warning in (*CELERY_WARNINGS, *cell.warnings):
+    for warning in CELERY_WARNINGS:
         argv += ["-W", warning]
     ok, counts, seconds = run_pytest(
         cell.name, argv + selection(CELERY_TESTS, CELERY_DESELECT), env
     )
-    line = (
-        f"{cell.name:<15} Python {python.version:<8} celery {v['celery']:<7} "
-        f"kombu {v['kombu']:<7} redis-py {v['redis']:<7} {server:<14} {counts:<16} "
-        f"tests {seconds:3.0f} s, cell {time.monotonic() - start:3.0f} s ({done})"
-    )
+    line = summary(cell.name, python.version, v, server, counts)
+    line += f" tests {seconds:3.0f} s, cell {time.monotonic() - start:3.0f} s ({done})"
     return Outcome(line + (f" [{python.note}]" if python.note else ""), ok)
 
 
@@ -112,20 +123,31 @@ def server_cell(cell: ServerCell) -> Outcome:
     binary = servers.binary(cell.server)
     server = servers.describe(binary)
     servers.check(cell.server, server)
-    print(f"matrix: {cell.name}: {server} ({binary})", flush=True)
+    print(f"matrix: {cell.name}: {server}, {binary} ({cell.why})", flush=True)
     env = environment(**{servers.SERVER_VARIABLE: binary, SERVER_IS_VARIABLE: server})
     argv = [sys.executable, "-m", "pytest", *selection(cell.tests, cell.deselect)]
     ok, counts, seconds = run_pytest(cell.name, argv, env)
     v = {name: importlib.metadata.version(name) for name in ("celery", "kombu", "redis")}
     python = platform.python_version()
-    line = (
-        f"{cell.name:<15} Python {python:<8} celery {v['celery']:<7} "
-        f"kombu {v['kombu']:<7} redis-py {v['redis']:<7} {server:<14} {counts:<16} "
-        f"tests {seconds:3.0f} s, cell {time.monotonic() - start:3.0f} s (main .venv)"
-    )
+    line = summary(cell.name, python, v, server, counts)
+    line += f" tests {seconds:3.0f} s, cell {time.monotonic() - start:3.0f} s (main .venv)"
     if python.rsplit(".", 1)[0] != MAIN_PYTHON:
         line += f" [the main .venv is not Python {MAIN_PYTHON}, as the classifiers say]"
     return Outcome(line, ok)
+
+
+def refused(wheel: Path, pins: tuple[str, ...]) -> Outcome:
+    """pip must refuse ``pins`` with the wheel at install time, as the README says."""
+    argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "-q"]
+    result = subprocess.run([*argv, str(wheel), *pins], capture_output=True, text=True)
+    ok = result.returncode != 0 and "ResolutionImpossible" in result.stderr
+    said = "ResolutionImpossible" if ok else f"exit {result.returncode}, not ResolutionImpossible"
+    return Outcome(f"{'refused':<15} {' '.join(pins)}: pip says {said}", ok)
+
+
+def show(outcome: Outcome) -> Outcome:
+    print(f"matrix: {'ok  ' if outcome.ok else 'FAIL'} {outcome.line}", flush=True)
+    return outcome
 
 
 def the_wheel(directory: Path) -> Path:
@@ -158,17 +180,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     outcomes = []
     for cell in cells:
         if isinstance(cell, CeleryCell):
-            outcomes.append(celery_cell(cell, wheel, server))
+            outcomes.append(show(celery_cell(cell, wheel, server)))
         else:
-            outcomes.append(server_cell(cell))
-        print(f"matrix: {'ok  ' if outcomes[-1].ok else 'FAIL'} {outcomes[-1].line}", flush=True)
+            outcomes.append(show(server_cell(cell)))
+    if args.kind == "celery" and not args.only:
+        outcomes += [show(refused(wheel, pins)) for pins in REFUSED]
     print("matrix: summary", flush=True)
     for outcome in outcomes:
-        print(f"matrix: {'ok  ' if outcome.ok else 'FAIL'} {outcome.line}", flush=True)
+        show(outcome)
     failed = sum(not outcome.ok for outcome in outcomes)
     wall = time.monotonic() - start
     print(
-        f"matrix: {len(outcomes) - failed} of {len(outcomes)} {args.kind} cells passed "
+        f"matrix: {len(outcomes) - failed} of {len(outcomes)} {args.kind} checks passed "
         f"in {wall:.0f} s",
         flush=True,
     )
