@@ -4,19 +4,26 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
+DOCS_STAMP := $(VENV)/.installed-docs
 # Test modules run side by side in PYTEST_WORKERS processes (pytest-xdist), each module whole
 # in one of them, each worker with its own private servers on ports of its own.
 PYTEST_WORKERS ?= 3
 LINT_PATHS := redisbeat redisbeat_django testkit tests example_project benchmarks
 
-.PHONY: demo test compat chaos bench docs lint pytest pytest-oldest dist matrix servers redis-server postgresql chromium faketime venv clean
+.PHONY: demo test suite compat chaos bench docs lint pytest pytest-oldest dist matrix servers redis-server postgresql chromium faketime venv clean
 
-test: lint docs
-	$(MAKE) --no-print-directory -j2 --output-sync=recurse pytest compat
+# Everything is installed first; then two chains run side by side, each one step after
+# another, each printed whole when it ends.
+test: venv $(DOCS_STAMP) redis-server postgresql chromium faketime
+	$(MAKE) --no-print-directory -j2 --output-sync=recurse suite compat
 
-# What installs as users get it, one step after another, beside the main suite: the oldest
-# pinned releases, the built wheel in each cell of the matrix, the other servers. Its
-# pytest-xdist workers take ports of their own (20000 + 1000 per worker is the main suite's).
+# The source tree: ruff, mypy, the docs site and the main suite on the latest releases.
+suite:
+	$(MAKE) --no-print-directory -j1 lint docs pytest
+
+# What installs as users get it: the oldest pinned releases, the built wheel in each cell of
+# the matrix, the other servers. Its pytest-xdist workers take ports of their own (20000 +
+# 1000 per worker is the main suite's).
 compat:
 	$(MAKE) --no-print-directory -j1 pytest-oldest matrix servers REDISBEAT_TEST_PORTS=26000
 
@@ -150,7 +157,6 @@ chaos: venv redis-server faketime
 
 # The documentation site (mkdocs-material, the API reference from docstrings) in build/site;
 # --strict: a broken link, anchor or reference fails the build.
-DOCS_STAMP := $(VENV)/.installed-docs
 
 $(DOCS_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -e '.[dev,docs]'
