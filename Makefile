@@ -17,15 +17,14 @@ LINT_PATHS := redisbeat redisbeat_django testkit tests example_project benchmark
 test: venv $(DOCS_STAMP) redis-server postgresql chromium faketime
 	$(MAKE) --no-print-directory -j2 --output-sync=recurse suite compat
 
-# The source tree: ruff, mypy, the docs site and the main suite on the latest releases.
+# The source tree: ruff, mypy, the docs site, the main suite on the latest releases and the
+# Celery-facing tests again on the oldest pinned ones.
 suite:
-	$(MAKE) --no-print-directory -j1 lint docs pytest
+	$(MAKE) --no-print-directory -j1 lint docs pytest pytest-oldest
 
-# What installs as users get it: the oldest pinned releases, the built wheel in each cell of
-# the matrix, the other servers. Its pytest-xdist workers take ports of their own (20000 +
-# 1000 per worker is the main suite's).
+# What installs as users get it: the built wheel in each cell of the matrix, the other servers.
 compat:
-	$(MAKE) --no-print-directory -j1 pytest-oldest matrix servers REDISBEAT_TEST_PORTS=26000
+	$(MAKE) --no-print-directory -j1 matrix servers
 
 venv: $(STAMP)
 

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 import redis
+from test_cli import celery_cli
 
 from redisbeat import Incompatible, ScheduleStore, StoreIncompatible
 from redisbeat.config import Config
 from redisbeat.store.server import NEWER_COMMANDS, Server, refusal
 from redisbeat_testkit.ports import wait_until
-from redisbeat_testkit.processes import environ_without_django
 from redisbeat_testkit.redis_server import RedisServer
 
 WHERE = "10.0.0.5:6379 db=0"
@@ -242,18 +242,7 @@ def test_a_beat_on_a_server_without_a_command_stops_at_once_in_one_line_having_s
 def test_the_command_line_says_it_in_one_line_with_an_exit_code_of_its_own(
     server_without_zmscore: RedisServer, prefix: str
 ):
-    result = subprocess.run(
-        [sys.executable, "-m", "celery", "-A", "redisbeat_testkit.proj", "redisbeat", "list"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={
-            **environ_without_django(),
-            "TEST_BROKER_URL": server_without_zmscore.url(1),
-            "TEST_STORE_URL": server_without_zmscore.url(0),
-            "TEST_PREFIX": prefix,
-        },
-    )
+    result = celery_cli(server_without_zmscore, prefix, "list")
     assert result.returncode == Incompatible.exit_code, result.stderr
     [line] = result.stderr.strip().splitlines()
     assert line.startswith(f"Error: {named(server_without_zmscore)} ")

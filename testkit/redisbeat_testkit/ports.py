@@ -12,8 +12,7 @@ from typing import Any
 #: Under pytest-xdist, worker gwN hands out ports from a range of its own below the kernel's
 #: ephemeral range (32768 and up): two workers never pick the same port between choosing it
 #: and binding it, and no client socket of theirs holds one.
-#: ``REDISBEAT_TEST_PORTS`` moves the ranges, for a second test run beside the first.
-WORKER_PORTS_START = int(os.environ.get("REDISBEAT_TEST_PORTS", "20000"))
+WORKER_PORTS_START = 20_000
 WORKER_PORTS_EACH = 1_000
 _turn = itertools.count((os.getpid() * 97) % WORKER_PORTS_EACH)
 
