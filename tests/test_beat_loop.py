@@ -150,3 +150,47 @@ def test_the_activity_line_says_how_much_was_sent_how_late_and_what_was_recovere
         activity.report()
     assert "sent 100 occurrence(s) (late p50 50 ms, p99 99 ms, max 99 ms)" in caplog.text
     assert "recovered 1 claim(s)" in caplog.text and "failed 1" in caplog.text
+
+
+def test_a_beat_far_behind_says_so_in_one_summary_line_not_a_line_per_send(store, client, caplog):
+    # 300 entries each 10 periods behind: every one missed occurrences, yet the beat writes
+    # one line for the period, and the signal still tells each entry.
+    import re
+
+    from redisbeat import signals
+
+    store.upsert_many([every(f"e{i}", 0.5) for i in range(300)])
+    now = store.now_ms()
+    client.zadd(store.keys.schedule, {f"e{i}": now - 5_000 for i in range(300)})
+    told: list[str] = []
+
+    def receiver(sender: object, name: str, **_: object) -> None:
+        told.append(name)
+
+    signals.occurrence_missed.connect(receiver)
+    rec = Recorder()
+    d = dispatcher(store, rec, summary_seconds=3600.0)
+    try:
+        with caplog.at_level(logging.INFO, logger="redisbeat"):
+            while d.tick() == 0.0:
+                pass
+            d.activity.period = 0  # the period ends: its summary line
+            d.observer.summary(store)
+    finally:
+        signals.occurrence_missed.disconnect(receiver)
+    lines = [r for r in caplog.records if r.name.startswith("redisbeat")]
+    per_send = [r for r in lines if not _celerys_own_or_start(r.getMessage())]
+    assert len(per_send) == 1, caplog.text
+    [summary] = per_send
+    assert summary.levelno == logging.WARNING
+    message = summary.getMessage()
+    assert "sent 300 occurrence(s)" in message, message
+    # The ten (or, claimed slowly, more) before each one sent coalesced into it.
+    missed = re.search(r"missed (\d+) occurrence\(s\) of 300 entries \((\d+) late\)", message)
+    assert missed and int(missed[1]) == int(missed[2]) >= 3000, message
+    assert sorted(set(told)) == sorted(f"e{i}" for i in range(300))
+
+
+def _celerys_own_or_start(message: str) -> bool:
+    """Celery's own line per send (INFO, as its scheduler writes it), or the start line."""
+    return "Sending due task" in message or " started on " in message

@@ -1,9 +1,14 @@
-"""Activity: what one beat did lately, logged as one INFO line a minute.
+"""Activity: what one beat did lately, logged as one line a minute.
 
-At Celery's default log level a beat prints its banner and then nothing; at INFO, besides
-the line per send, this line says the beat is alive and keeping time: how many occurrences
-it sent, how late (p50/p99/max, from the due time to the send, by the Redis clock), how
-many claims of a dead beat it recovered, and what failed or was handed back.
+A beat never writes a line per send or per missed occurrence: behind schedule that would be
+thousands a second, a log bill and a flooded pipeline at the worst moment, and the writing
+itself would slow the beat further. Instead it counts, and every summary period logs one
+line: how many occurrences it sent, how late (p50/p99/max, from the due time to the send, by
+the Redis clock), how many claims of a dead beat it recovered, what failed or was handed
+back, and how many occurrences were missed, of how many entries, and why. The line is INFO
+while the beat keeps time, WARNING in a period when occurrences were missed (so a beat at
+Celery's default log level says so, once a period). Per-entry detail goes to the metrics and
+the ``occurrence_missed`` signal.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ SAMPLES = 2000
 
 
 class Activity:
-    """Counts one beat's outcomes and their lateness; :meth:`report` logs a line a minute."""
+    """Counts one beat's outcomes, lateness and misses; :meth:`report` logs a line a period."""
 
     def __init__(self, period: float = PERIOD) -> None:
         self.period = period
@@ -37,6 +42,9 @@ class Activity:
         self._late: list[int] = []
         self._seen = 0
         self._max = 0
+        #: Occurrences missed, by why ("late", "paused"), and the entries that missed any.
+        self._missed: Counter[str] = Counter()
+        self._missing: set[str] = set()
 
     def record(self, outcome: Outcome, late_ms: int, recovered: bool) -> None:
         self._counts[outcome.action] += 1
@@ -55,6 +63,16 @@ class Activity:
             if slot < SAMPLES:
                 self._late[slot] = late
 
+    def missed(self, name: str, count: int, reason: str) -> None:
+        """``count`` occurrences of entry ``name`` were missed (``reason``: late, paused)."""
+        self._missed[reason] += count
+        self._missing.add(name)
+
+    @property
+    def quiet(self) -> bool:
+        """Nothing happened in this period (an idle beat need not record its summary)."""
+        return not self._counts and not self._missed
+
     def report(self) -> dict[str, float] | None:
         """Log the summary line when a period has passed, start the next period, and return
         the summary (None: the period goes on)."""
@@ -72,26 +90,39 @@ class Activity:
             "skipped": counts["skipped"],
             "failed": counts["failed"],
             "handed_back": counts["release"],
+            "missed": sum(self._missed.values()),
+            "missed_entries": len(self._missing),
         }
-        lateness = (
-            f"late p50 {summary['late_p50_ms']} ms, p99 {summary['late_p99_ms']} ms, "
-            f"max {self._max} ms"
-            if late
-            else "late n/a"
-        )
-        log.info(
+        missed = self._missed_words()
+        log.log(
+            logging.WARNING if missed else logging.INFO,
             "redisbeat: in the last %.0f s this beat sent %d occurrence(s) (%s); "
-            "recovered %d claim(s) of stopped beats; skipped %d, failed %d, handed back %d",
+            "recovered %d claim(s) of stopped beats; skipped %d, failed %d, handed back %d%s",
             now - self._since,
             counts["sent"],
-            lateness,
+            _lateness(summary) if late else "late n/a",
             counts["recovered"],
             counts["skipped"],
             counts["failed"],
             counts["release"],
+            missed,
         )
         self._reset(now)
         return summary
+
+    def _missed_words(self) -> str:
+        if not self._missed:
+            return ""
+        why = ", ".join(f"{n} {reason}" for reason, n in sorted(self._missed.items()))
+        total = sum(self._missed.values())
+        return f"; missed {total} occurrence(s) of {len(self._missing)} entries ({why})"
+
+
+def _lateness(summary: dict[str, float]) -> str:
+    return (
+        f"late p50 {summary['late_p50_ms']} ms, p99 {summary['late_p99_ms']} ms, "
+        f"max {summary['late_max_ms']} ms"
+    )
 
 
 def _pct(values: list[int], q: float) -> int:

@@ -158,8 +158,9 @@ class BatchSender:
         due_ms, next_due = self._occurrence(entry, claim, now_ms)
         # Decided once, at the first claim: a re-send after a crash or a deferred one was.
         fresh = not claim.recovered and not claim.deferred
+        # Missed occurrences are counted (the summary line, metrics, the occurrence_missed
+        # signal), never logged one by one: a beat behind schedule would write a storm.
         if due_ms is None:  # catch_up="all", and every one missed is past the grace
-            log.info("redisbeat: %s missed every occurrence within its grace", entry.name)
             latest = entry.latest_due_ms(claim.due_ms, claim.claimed_ms, self.config.timezone)
             missed = self._missed(entry, claim, latest + 1)
             return Outcome(claim.name, "skipped", claim.due_ms, next_due, error=LATE, missed=missed)
@@ -170,12 +171,6 @@ class BatchSender:
         # the same occurrence again, whatever its lateness now; catch_up="all" chose within
         # the grace already.
         if fresh and entry.catch_up != "all" and entry.is_missed(due_ms, now_ms):
-            log.info(
-                "redisbeat: %s missed its occurrence due %d ms ago; skipped (catch_up=%s)",
-                entry.name,
-                now_ms - due_ms,
-                entry.catch_up,
-            )
             missed += 1
             return Outcome(claim.name, "skipped", due_ms, next_due, task_id, LATE, missed=missed)
         if entry.jitter or entry.overlap != "allow":

@@ -63,7 +63,7 @@ class Dispatcher:
         self.stop_requested = False
         self.leases = LeaseKeeper(store, self.beat_id, config.lease_seconds)
         self.activity = Activity(config.summary_seconds)
-        self.observer = Observer(self.beat_id, config.quarantine_after)
+        self.observer = Observer(self.beat_id, self.activity, config.quarantine_after)
         self.batches = BatchSender(
             store, config, sender, self.beat_id, self.leases, self.activity, self.observer
         )
@@ -106,7 +106,7 @@ class Dispatcher:
         except StoreError as exc:
             return self._backoff(exc)
         self.outage.over()
-        self.observer.summary(self.store, self.activity)
+        self.observer.summary(self.store)
         # A claim handed back because its entry changed while it was held is no trouble.
         changed = self.batches.changed_back
         if any(o.action == "release" and o.name not in changed for o in outcomes) and (

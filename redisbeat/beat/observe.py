@@ -27,8 +27,10 @@ def shown_name(name: str) -> str:
 class Observer:
     """One beat's reports: called by its loop, sent on to receivers and metrics."""
 
-    def __init__(self, beat_id: str, quarantine_after: int = 3) -> None:
+    def __init__(self, beat_id: str, activity: Activity, quarantine_after: int = 3) -> None:
         self.beat_id = beat_id
+        #: Where misses are counted, for the summary line (never a line per miss).
+        self.activity = activity
         self.quarantine_after = quarantine_after
         #: Set at the first heartbeat, when the beat runs (None: no metrics served).
         self.metrics: Metrics | None = None
@@ -38,6 +40,8 @@ class Observer:
         self._told: set[tuple[str, str]] = set()
         #: The beats alive at the last heartbeat (None: not read yet).
         self._alive: set[str] | None = None
+        #: The last summary recorded was of an idle period.
+        self._quiet_recorded = False
 
     def serve(self, metrics: Metrics | None) -> None:
         """Serve metrics from now on (a beat starts them at its first heartbeat: Celery
@@ -75,14 +79,9 @@ class Observer:
 
     def missed(self, entry: Entry, count: int, reason: str, before_ms: int) -> None:
         """``count`` occurrences of the entry due before ``before_ms`` were not sent within
-        their grace (``reason``: ``"late"``) or were held back by a pause (``"paused"``)."""
-        log.warning(
-            "redisbeat: %s missed %d occurrence(s) before the one due %s (%s)",
-            entry.name,
-            count,
-            from_ms(before_ms).isoformat(),
-            reason,
-        )
+        their grace (``reason``: ``"late"``) or were held back by a pause (``"paused"``):
+        counted for the summary line, the metrics and the signal, never logged one by one."""
+        self.activity.missed(entry.name, count, reason)
         if self.metrics is not None:
             self.metrics.missed.labels(entry.task, entry.source).inc(count)
         if signals.occurrence_missed.receivers:
@@ -133,11 +132,16 @@ class Observer:
             )
             self.quarantined(name, f"{self.quarantine_after} failed sends in a row: {error}")
 
-    def summary(self, store: ScheduleStore, activity: Activity) -> None:
+    def summary(self, store: ScheduleStore) -> None:
         """The period's summary, logged and kept in Redis for ``status`` (best effort)."""
+        activity = self.activity
+        quiet = activity.quiet
         summary = activity.report()
-        if summary is None:
+        if summary is None or (quiet and self._quiet_recorded):
             return
+        # An idle beat records one empty summary, then nothing until it works again: its
+        # last record expires, which ``status`` shows as nothing sent.
+        self._quiet_recorded = quiet
         try:
             store.record_activity(self.beat_id, summary, int(3 * activity.period))
         except StoreError as exc:

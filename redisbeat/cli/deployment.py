@@ -85,7 +85,7 @@ def _status_tables(
     )
     now = datetime.fromtimestamp(counts.now_ms / 1000, timezone.utc)
     tool.table(
-        ("beat", "last heartbeat", "sent (last period)", "late p50 / p99", "recovered"),
+        ("beat", "last heartbeat", "sent (last period)", "late p50 / p99", "recovered", "missed"),
         ([beat.id, _ago(beat.last_seen, now), *_stat_cells(stats.get(beat.id))] for beat in beats),
         title=f"{len(beats)} beat(s) alive",
     )
@@ -93,9 +93,10 @@ def _status_tables(
 
 def _stat_cells(stats: dict[str, Any] | None) -> list[object]:
     if not stats:
-        return [None, None, None]
+        return [None, None, None, None]
     late = f"{stats.get('late_p50_ms', 0):.0f} / {stats.get('late_p99_ms', 0):.0f} ms"
-    return [int(stats.get("sent", 0)), late, int(stats.get("recovered", 0))]
+    sent, recovered, missed = (int(stats.get(k, 0)) for k in ("sent", "recovered", "missed"))
+    return [sent, late, recovered, missed]
 
 
 @click.command()
