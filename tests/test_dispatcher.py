@@ -370,6 +370,28 @@ def test_heartbeats_register_the_beat_and_close_deregisters_it(redis_server, pre
     reader.close()
 
 
+def test_an_idle_beat_heartbeats_cheaply_and_does_the_housekeeping_every_tenth_time(
+    store, client
+):
+    # What an idle beat asks of Redis is its heartbeats: the ordinary ones only refresh what
+    # must be fresh; one in ten also forgets beats silent too long.
+    store.upsert(every("later", 3600))
+    d = dispatcher(store, Recorder(), heartbeat_seconds=0.01)
+    d.tick()  # the first heartbeat does the housekeeping
+    client.zadd(store.keys.beats, {"dead:1:x": 1})  # silent since 1970
+    client.config_resetstat()
+    for _ in range(9):
+        d.heartbeats.next_at = 0.0
+        d.tick()
+    stats = client.info("commandstats")
+    assert stats["cmdstat_zadd"]["calls"] == 9 and stats["cmdstat_time"]["calls"] == 9
+    assert "cmdstat_zremrangebyscore" not in stats and "cmdstat_zrangebyscore" not in stats
+    assert "dead:1:x" in client.zrange(store.keys.beats, 0, -1)
+    d.heartbeats.next_at = 0.0
+    d.tick()  # the tenth
+    assert client.zrange(store.keys.beats, 0, -1) == [d.beat_id]
+
+
 def test_run_now_during_a_claim_sends_a_new_occurrence_not_the_claimed_one(store, client):
     store.upsert(every("e"))
     due = make_due(client, store, "e", 5)

@@ -137,7 +137,7 @@ def test_a_running_beat_meets_a_newer_format_at_its_next_heartbeat_and_stops(
     assert client.zscore(store.keys.beats, beat.beat_id) is not None
     client.hset(store.keys.layout, "format", NEWER)
     before = snapshot(client, store.keys.prefix)
-    beat._next_heartbeat = 0.0  # its heartbeat is due
+    beat.heartbeats.next_at = 0.0  # its heartbeat is due
     with pytest.raises(StoreIncompatible):
         beat.tick()  # not a backoff and a retry: retrying cannot mend it
     assert snapshot(client, store.keys.prefix) == before

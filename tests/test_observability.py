@@ -94,14 +94,14 @@ def test_beats_joining_and_leaving_are_signalled_to_the_beats_that_see_them(
     first, second = dispatcher(a_store(), Recorder()), dispatcher(a_store(), Recorder())
     first.tick()
     second.tick()
-    first._next_heartbeat = 0.0  # its next tick heartbeats again
+    first.heartbeats.next_at = 0.0  # its next tick heartbeats again
     first.tick()
     joined = [(h["sender"], h["beat"].id) for h in heard["beat_joined"]]
     assert (first.beat_id, first.beat_id) in joined
     assert (first.beat_id, second.beat_id) in joined
     assert (second.beat_id, first.beat_id) in joined
     second.close()
-    first._next_heartbeat = 0.0
+    first.heartbeats.next_at = 0.0
     first.tick()
     left = [(h["sender"], h["beat_id"]) for h in heard["beat_left"]]
     assert left == [(second.beat_id, second.beat_id), (first.beat_id, second.beat_id)]

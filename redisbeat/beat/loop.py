@@ -19,14 +19,13 @@ import uuid
 from collections.abc import Callable
 
 from ..config import Config
-from ..errors import RedisBeatError
 from ..store import ScheduleStore
 from ..store.errors import RedisTrouble, StoreError, StoreIncompatible, StoreRefused
 from ..store.records import ClaimBatch, FinishResult, Outcome
 from .activity import Activity
 from .batch import BatchSender, Sender
+from .heartbeats import Heartbeats
 from .lease import LeaseKeeper
-from .metrics import Metrics
 from .observe import Observer
 from .outage import Outage
 
@@ -34,8 +33,6 @@ log = logging.getLogger(__name__)
 
 #: How far the Redis clock worked out from the last claim may be off.
 CLOCK_MARGIN_MS = 2000
-#: The most seconds between two sweeps of spent entries (redisbeat_spent_retention_seconds).
-SWEEP_EVERY = 300.0
 
 
 def make_beat_id() -> str:
@@ -57,9 +54,6 @@ class Dispatcher:
         self.store = store
         self.config = config
         self.beat_id = beat_id or make_beat_id()
-        #: Called at every heartbeat with the version of the beat_schedule the deployment
-        #: follows (None: none, or Redis lost its data); retried at the next tick if it fails.
-        self.on_heartbeat = on_heartbeat
         self.stop_requested = False
         self.leases = LeaseKeeper(store, self.beat_id, config.lease_seconds)
         self.activity = Activity(config.summary_seconds)
@@ -68,8 +62,7 @@ class Dispatcher:
             store, config, sender, self.beat_id, self.leases, self.activity, self.observer
         )
         self.outage = Outage(store.describe)
-        self._next_heartbeat = 0.0
-        self._next_sweep = 0.0
+        self.heartbeats = Heartbeats(store, config, self.beat_id, self.observer, on_heartbeat)
         self._unfinished: tuple[int, list[Outcome]] | None = None
         #: Why this beat cannot listen for changes, while it cannot.
         self._deaf: RedisTrouble | None = None
@@ -88,7 +81,7 @@ class Dispatcher:
     def tick(self) -> float:
         """Do one round of work; return how many seconds to wait before the next."""
         try:
-            self._maybe_heartbeat()
+            self.heartbeats.maybe()
             self._finish_leftovers()
             self._hand_back_lost()
             if self._listen():
@@ -185,7 +178,7 @@ class Dispatcher:
             return True
 
     def _sleep_until_claim(self) -> float:
-        return max(0.0, min(self._claim_by, self._next_heartbeat) - time.monotonic())
+        return max(0.0, min(self._claim_by, self.heartbeats.next_wake()) - time.monotonic())
 
     def _finish_leftovers(self) -> FinishResult | None:
         if self._unfinished is None:
@@ -200,50 +193,6 @@ class Dispatcher:
         self._unfinished = None
         return result
 
-    def _maybe_heartbeat(self) -> None:
-        now = time.monotonic()
-        if now < self._next_heartbeat:
-            return
-        beat = self.store.heartbeat(self.beat_id)
-        if not self.observer.serving:  # the first heartbeat: this object is a running beat
-            self.observer.serve(Metrics.maybe(self.config))
-            self.observer.started(self.store)
-        self._next_heartbeat = now + self.config.heartbeat_seconds
-        self.observer.heartbeat(self.store)
-        self._maybe_sweep(now)
-        for name, score in beat.beyond:
-            # Past any valid time (+inf, say), so never due: mended here, said once.
-            what = self.store.repair(name, score, self.beat_id)
-            log.warning(
-                "redisbeat: entry %r had a due time in Redis that is not a valid time (%s); %s",
-                name,
-                score,
-                what,
-            )
-        if self.on_heartbeat is None:
-            return
-        try:
-            self.on_heartbeat(beat.config_version)
-        except StoreError:
-            self._next_heartbeat = now
-            raise
-        except RedisBeatError as exc:
-            log.error("redisbeat: could not sync beat_schedule, will retry: %s", exc)
-            self._next_heartbeat = now  # again at the next tick
-
-    def _maybe_sweep(self, now: float) -> None:
-        """Forget the store API's spent one-off entries now and then."""
-        if now < self._next_sweep:
-            return
-        self._next_sweep = now + min(SWEEP_EVERY, self.config.spent_retention_seconds)
-        try:
-            forgotten = self.store.sweep_spent()
-        except RedisBeatError as exc:  # garbage in the index, say: sending goes on
-            log.error("redisbeat: could not forget spent entries, will retry: %s", exc)
-            return
-        if forgotten:
-            log.info("redisbeat: forgot %d spent one-off entries", forgotten)
-
     # -- waiting ------------------------------------------------------------------------------
 
     def _delay(self, now_ms: int, next_due_ms: int | None) -> float:
@@ -252,7 +201,7 @@ class Dispatcher:
             delay = min(delay, max(0.0, (next_due_ms - now_ms) / 1000))
         # Only a beat that hears changes can skip claims until then.
         self._claim_by = time.monotonic() + delay if self._deaf is None else 0.0
-        return min(delay, max(0.0, self._next_heartbeat - time.monotonic()))
+        return min(delay, max(0.0, self.heartbeats.next_wake() - time.monotonic()))
 
     def wait(self, seconds: float) -> None:
         """Sleep up to ``seconds``; a schedule change wakes the beat at once."""

@@ -151,12 +151,18 @@ class Observer:
         if self.metrics is not None:
             self.metrics.redis_errors.labels(exc.trouble.kind).inc()
 
-    def heartbeat(self, store: ScheduleStore) -> None:
-        """After a heartbeat: who joined and left, and the deployment's gauges, where
-        anyone listens or metrics are served."""
+    @property
+    def watching(self) -> bool:
+        """Whether anyone wants the gauges or the beats alive (metrics, or a receiver)."""
         listening = signals.beat_joined.receivers or signals.beat_left.receivers
-        if not listening and self.metrics is None:
+        return bool(listening) or self.metrics is not None
+
+    def heartbeat(self, store: ScheduleStore) -> None:
+        """Who joined and left, and the deployment's gauges, where anyone listens or
+        metrics are served."""
+        if not self.watching:
             return
+        listening = signals.beat_joined.receivers or signals.beat_left.receivers
         beats = store.beats()
         alive = {beat.id for beat in beats}
         if listening:

@@ -25,7 +25,7 @@ DEFAULTS: dict[str, Any] = {
     "key_prefix": "redisbeat",
     "lease_seconds": 5.0,
     "batch_size": 100,
-    "heartbeat_seconds": 10.0,
+    "heartbeat_seconds": 60.0,
     "socket_timeout": 10.0,
     "socket_connect_timeout": 5.0,
     "redis_options": {},
@@ -84,7 +84,7 @@ class Config:
     key_prefix: str = "redisbeat"
     lease_seconds: float = 5.0
     batch_size: int = 100
-    heartbeat_seconds: float = 10.0
+    heartbeat_seconds: float = 60.0
     max_loop_interval: float = 300.0
     timezone: str = "UTC"
     redis_options: Mapping[str, Any] = field(default_factory=dict)

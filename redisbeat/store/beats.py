@@ -198,14 +198,15 @@ class BeatCalls(StoreBase):
         return shard.quarantine(bare(name), definition, error, by)
 
     @translated
-    def heartbeat(self, beat_id: str) -> Heartbeat:
+    def heartbeat(self, beat_id: str, housekeeping: bool = True) -> Heartbeat:
         """Refresh a beat's heartbeat; says which ``beat_schedule`` the deployment follows
-        and which schedule members have a score past any valid time."""
+        and, with ``housekeeping`` (which also forgets beats silent too long), which schedule
+        members have a score past any valid time."""
         # The connection's first command looks at the server first (Connection.check_server).
-        beat = self.scripts.heartbeat(beat_id, self.beat_ttl_ms)  # and shard 0's schedule
+        beat = self.scripts.heartbeat(beat_id, self.beat_ttl_ms, housekeeping)  # and shard 0's
         if beat.layout[0]:  # a reshard began or ended: claim from the shards it names
             self.follow(Layout.from_fields(*beat.layout))
-        if self.layout.span == 1:
+        if self.layout.span == 1 or not housekeeping:
             return beat
         pipe = self.client.pipeline(transaction=False)
         for scripts in self.all_shards()[1:]:

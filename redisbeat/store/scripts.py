@@ -129,12 +129,13 @@ class Scripts:
         args = [wire(name), wire(definition), error, by]
         return bool(self.runner.run(Call(QUARANTINE, keys, args), "lenient"))
 
-    def heartbeat(self, beat_id: str, ttl_ms: int) -> Heartbeat:
+    def heartbeat(self, beat_id: str, ttl_ms: int, housekeeping: bool) -> Heartbeat:
         """Raises :class:`~.errors.StoreIncompatible` when the deployment's stored format is
         newer than this release reads (the beat is not registered then)."""
         k = self.keys
         keys = [k.beats, k.config, k.schedule, k.layout]
-        call = Call(HEARTBEAT, keys, [beat_id, ttl_ms, MAX_MS, FORMAT])
+        args = [beat_id, ttl_ms, MAX_MS, FORMAT, "1" if housekeeping else ""]
+        call = Call(HEARTBEAT, keys, args)
         return Heartbeat.from_reply(self._format_read(self.runner.run(call, "none")))
 
     def repair(self, name: str, score: str, due_ms: int | None) -> bool:
