@@ -44,7 +44,8 @@ APT_WAIT := -o DPkg::Lock::Timeout=600
 OLDEST_VENV  := .venv-oldest
 OLDEST_STAMP := $(OLDEST_VENV)/.installed-oldest
 OLDEST_PINS  := 'celery[redis]==5.3.0' 'kombu==5.3.0' 'redis==5.0.0' 'Django==4.2.*'
-OLDEST_TESTS := tests/test_publisher.py tests/test_dispatcher.py tests/test_beat_loop.py \
+OLDEST_TESTS := tests/test_publisher.py tests/test_publish_receivers.py \
+	tests/test_dispatcher.py tests/test_beat_loop.py \
 	tests/test_cluster.py \
 	tests/test_bad_entries.py tests/test_beat_process.py tests/test_beats.py \
 	tests/test_outages.py tests/djangotests/test_django_sync.py \

@@ -20,6 +20,8 @@ ORDER = [
     "envelope",
     "reprs",
     "wire",
+    "routing",
+    "receivers",
     "celery_internals",
 ]
 #: What the package may import from the rest of redisbeat.

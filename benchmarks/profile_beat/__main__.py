@@ -3,7 +3,7 @@ and what each costs in Redis commands, round trips and CPU.
 
     .venv/bin/python -m benchmarks.profile_beat [--rate 1000] [--seconds 10]
         [--entries-per-rate 10] [--batch 100] [--cache-size N] [--claim-ahead S]
-        [--profile | --profile-all]
+        [--receiver] [--profile | --profile-all]
 
 Starts two private redis-servers (the store and the broker, so the store's command counts
 are its own), loads ``rate * entries-per-rate`` interval entries of period
@@ -20,6 +20,9 @@ beat that has run for a while, it has seen them all). Round trips are counted by
 redis-py's ``send_packed_command`` (one call per command or pipeline) in the beat's thread;
 store commands come from ``INFO commandstats`` and include those run inside Lua scripts.
 A rate beyond what the beat can send measures its ceiling: fires/s is then what it sustained.
+``--receiver`` connects ``before_task_publish`` and ``after_task_publish`` receivers like
+OpenTelemetry's Celery instrumentation's (a span per message, W3C trace context put into its
+headers), as an instrumented app has; the report then counts the messages that arrived with it.
 """
 
 from __future__ import annotations
@@ -61,6 +64,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="seconds before measuring (default: one period and 2 s); measuring also waits "
         "until the beat has claimed as many occurrences as there are entries, so that it "
         "measures a beat that has seen them all, as a long-running beat has",
+    )
+    parser.add_argument(
+        "--receiver",
+        action="store_true",
+        help="connect publish signal receivers like OpenTelemetry's Celery instrumentation",
     )
     parser.add_argument("--log-level", default="WARNING", help="the beat's log level")
     parser.add_argument("--profile", action="store_true", help="run under pyinstrument")

@@ -23,15 +23,19 @@ _DUE = re.compile(rb'"redisbeat_due": (\d+)')
 
 
 def consume(url: str, stop: Any, out: Connection) -> None:
-    """Pop the queue until told to stop; send back (arrival ms, due ms) of every message."""
+    """Pop the queue until told to stop; send back (arrival ms, due ms) of every message, and
+    how many carry a ``traceparent`` header (put there by a ``before_task_publish`` receiver)."""
     import redis
 
     client = redis.Redis.from_url(url)
     arrived, due = array("d"), array("q")
+    traced = 0
 
     def note(raws: list[bytes]) -> None:
+        nonlocal traced
         now = time.time() * 1000
         for raw in raws:
+            traced += b'"traceparent"' in raw
             match = _DUE.search(raw)
             value = match.group(1) if match else json.loads(raw)["headers"]["redisbeat_due"]
             arrived.append(now)
@@ -46,7 +50,7 @@ def consume(url: str, stop: Any, out: Connection) -> None:
             note(raws)  # type: ignore[arg-type]
     while raws := client.lpop(QUEUE, POP):
         note(raws)  # type: ignore[arg-type]
-    out.send((arrived, due))
+    out.send((arrived, due, traced))
     out.close()
 
 
@@ -120,12 +124,13 @@ class Consumer:
         )
         self._process.start()
 
-    def stop(self) -> tuple[Any, Any]:
-        """Every message's arrival ms and due ms, once the queue is empty."""
+    def stop(self) -> tuple[Any, Any, int]:
+        """Every message's arrival ms and due ms, once the queue is empty, and how many of
+        them carry a ``traceparent`` header."""
         self._stop.set()
-        arrived, due = self._receive.recv()
+        arrived, due, traced = self._receive.recv()
         self._process.join(10)
-        return arrived, due
+        return arrived, due, traced
 
 
 class Probe:

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from .counters import Batches, Consumer, Probe, RoundTrips
+from .tracing import Tracer
 from .workload import configure, load
 
 
@@ -25,6 +26,7 @@ def run(args: argparse.Namespace, store_server: Any, broker_server: Any) -> dict
 
     period = args.entries_per_rate
     loaded = load(app, args.rate, period)
+    tracer = Tracer(app).connect() if args.receiver else None
     consumer = Consumer(broker_server.url())
     trips = RoundTrips()
     trips.install()
@@ -39,15 +41,18 @@ def run(args: argparse.Namespace, store_server: Any, broker_server: Any) -> dict
             scheduler, batches, probe, profiler, begin, loaded.count, args.seconds
         )
     finally:
-        arrived, due = consumer.stop()
+        arrived, due, traced = consumer.stop()
         scheduler.close()
         probe.close()
+        if tracer is not None:
+            tracer.disconnect()
     return {
         "entries": loaded.count,
         "loaded_s": loaded.seconds,
         "before": before,
         "after": after,
         **_arrivals(before, end, arrived, due),
+        "traced": (traced, len(arrived), tracer.started, tracer.ended) if tracer else None,
         "store_port": store_server.port,
         "broker_port": broker_server.port,
         "profile": profiler.output_text(unicode=True, color=False, show_all=args.profile_all)

@@ -112,6 +112,15 @@ def _rows(args: argparse.Namespace, r: dict[str, Any], d: Deltas) -> list[tuple[
             f"store {d.store_cpu / per * 1000:.3f}, broker {d.broker_cpu / per * 1000:.3f}",
         ),
     ]
+    if r.get("traced") is not None:
+        traced, arrived, started, ended = r["traced"]
+        rows.append(
+            (
+                "traced (--receiver)",
+                f"{traced:,} of {arrived:,} messages arrived with a traceparent; "
+                f"{started:,} spans started, {ended:,} ended",
+            )
+        )
     top = sorted(((n, c) for n, c in d.commands.items() if c > 0), key=lambda x: -x[1])[:8]
     rows.append(("top store commands", ", ".join(f"{n[8:]} {c / per:.2f}" for n, c in top)))
     return rows

@@ -242,6 +242,9 @@ class Dispatcher:
         self._claim_by = 0.0
         if exc is not None:
             self.observer.redis_error(exc)
+            # Redis may have restarted, and lost its data: the first tick that reaches it
+            # heartbeats, which notices a lost beat_schedule (or layout) at once.
+            self.heartbeats.next_at = 0.0
         return self.outage.delay(exc)
 
     def close(self) -> None:

@@ -7,6 +7,7 @@ with its own values, each encoded as the JSON encoder encodes it: a few microsec
 encoding the whole message takes ten. An envelope is kept only when it renders the message
 it was cut from, and the same message with awkward text in every slot, exactly as the
 encoder does; a value of any other type than text, integer or null is encoded in full.
+Headers that a ``before_task_publish`` receiver set (trace context, say) are slots too.
 """
 
 from __future__ import annotations
@@ -48,9 +49,13 @@ class Envelope:
         self.slots = slots
 
     @classmethod
-    def cut(cls, message: dict[str, Any], encode: Encode) -> Envelope | None:
-        """The envelope of ``message`` (as ``encode`` writes it); None if it cannot be cut."""
-        slots = [slot for slot in SLOTS if slot[1] in _part(message, slot[0])]
+    def cut(
+        cls, message: dict[str, Any], encode: Encode, own_headers: tuple[str, ...] = ()
+    ) -> Envelope | None:
+        """The envelope of ``message`` (as ``encode`` writes it), with ``own_headers`` as slots
+        too; None if it cannot be cut."""
+        own = [("headers", key) for key in own_headers if ("headers", key) not in SLOTS]
+        slots = [slot for slot in (*SLOTS, *own) if slot[1] in _part(message, slot[0])]
         marked = _with(message, slots, lambda i, _: f"\x00{i}\x00")
         pieces = _MARKED.split(encode(marked))
         order = [int(i) for i in pieces[1::2]]

@@ -22,6 +22,8 @@ from .envelope import Envelope
 
 #: Envelopes a shape keeps (messages of one task and options differ in their keys rarely).
 MAX_ENVELOPES = 16
+#: What an envelope is kept by: the keys of the headers and properties, and the own headers.
+EnvelopeKey = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
 
 
 @dataclass(frozen=True)
@@ -36,10 +38,9 @@ class Shape:
     delivery_mode: Any
     priority: Any
     body_encoding: Any
-    #: By the keys of a message's headers and properties: its text but for its own values.
-    envelopes: dict[tuple[tuple[str, ...], tuple[str, ...]], Envelope | None] = field(
-        default_factory=dict, compare=False
-    )
+    #: By the keys of a message's headers and properties, and the headers that receivers of
+    #: ``before_task_publish`` set: its text but for its own values.
+    envelopes: dict[EnvelopeKey, Envelope | None] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -78,8 +79,16 @@ class Lists:
             form = first.lists_form = self._form(family[1], first.content)
         return form if form.shape is not None else None
 
-    def push(self, form: Form, headers: dict[str, Any], properties: dict[str, Any]) -> None:
-        """Buffer one message: ``Producer.publish(..., headers=headers, **properties)``'s."""
+    def push(
+        self,
+        form: Form,
+        headers: dict[str, Any],
+        properties: dict[str, Any],
+        own_headers: tuple[str, ...] = (),
+    ) -> None:
+        """Buffer one message: ``Producer.publish(..., headers=headers, **properties)``'s;
+        ``own_headers`` are those whose values are this message's own (besides the ids,
+        due time and expiry), as a receiver of ``before_task_publish`` sets them."""
         shape = form.shape
         assert shape is not None  # form() hands out only forms with a shape
         own = {k: v for k, v in properties.items() if k not in internals.PUBLISH_PARAMETERS}
@@ -98,7 +107,7 @@ class Lists:
             "headers": headers,
             "properties": own,
         }
-        self._pending.setdefault(shape.key, []).append(_encoded(shape, message))
+        self._pending.setdefault(shape.key, []).append(_encoded(shape, message, own_headers))
         self.count += 1
 
     def flush(self) -> None:
@@ -162,14 +171,14 @@ class Lists:
         return Form(self, shape, body)
 
 
-def _encoded(shape: Shape, message: dict[str, Any]) -> str:
+def _encoded(shape: Shape, message: dict[str, Any], own_headers: tuple[str, ...]) -> str:
     """The message as the transport's encoder writes it, from its envelope where it has one."""
-    key = (tuple(message["headers"]), tuple(message["properties"]))
+    key = (tuple(message["headers"]), tuple(message["properties"]), own_headers)
     envelopes = shape.envelopes
     if key in envelopes:
         envelope = envelopes[key]
     else:
-        envelope = Envelope.cut(message, dumps)
+        envelope = Envelope.cut(message, dumps, own_headers)
         if len(envelopes) < MAX_ENVELOPES:
             envelopes[key] = envelope
     text = None if envelope is None else envelope.render(message)

@@ -4,12 +4,13 @@
 message, parts that are the same for every occurrence of an entry. :class:`TaskMessages`
 follows the same steps in the same order, with the same signals, options and headers, for an
 entry's first message (:mod:`.wire` hands it to the producer) and keeps it in a
-:class:`Template`. While nothing can make them differ (no ``before_task_publish`` receiver,
-routes by task name only), later messages are that first one with their task id, due time
-and expiry put in, and another entry of the same task and options starts from it with its
-own arguments, their reprs and body (:meth:`TaskMessages.adopt`). Anything else (an eager
-app, sent events, a task class with its own ``apply_async``, options such as ``countdown``
-or ``link``) is left to ``apply_async``.
+:class:`Template`. While nothing but the occurrence can make them differ (routes by task name
+only), later messages are that first one with their task id, due time and expiry put in, and
+another entry of the same task and options starts from it with its own arguments, their
+reprs and body (:meth:`TaskMessages.adopt`). ``before_task_publish`` receivers get a copy of
+each message (:mod:`.receivers`); what they change is put into that message alone. Anything
+else (an eager app, sent events, a task class with its own ``apply_async``, options such as
+``countdown`` or ``link``) is left to ``apply_async``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,16 @@ from ..schedule.entry import Entry
 from . import celery_internals as internals
 from .lists import Lists
 from .reprs import argument_repr
-from .wire import Defaults, First, Published, declare_once, send_task_message, serialised
+from .routing import Defaults
+from .wire import (
+    First,
+    Published,
+    declare_once,
+    publish_content,
+    publish_signalled,
+    send_task_message,
+    serialised,
+)
 
 #: Entry options handled here as Celery handles them; any other goes by ``apply_async``.
 BATCH_OPTIONS = frozenset(
@@ -108,7 +118,7 @@ class TaskMessages:
         """Give ``t`` the first message of a template of the same task and options: the same
         message but for the arguments, their reprs (worked out as Celery does) and the body."""
         first = sibling.first
-        if first is None or not t.modelled or signals.before_task_publish.receivers:
+        if first is None or not t.modelled:
             return
         amqp, levels = self.amqp, self.repr_levels
         t.reprs = {
@@ -140,7 +150,7 @@ class TaskMessages:
         """
         if signals.task_sent.receivers:
             return None
-        if t.first is not None and not signals.before_task_publish.receivers:
+        if t.first is not None:
             return self._again(producer, t, t.first, task_id, options, retry, declared, lists)
         return self._build(producer, t, task_id, options, retry, declared)
 
@@ -156,8 +166,6 @@ class TaskMessages:
         """A message built step by step; the template keeps it for the entry's later ones
         when nothing but their id, due time and expiry can make them differ."""
         kwargs = t.kwargs
-        if signals.before_task_publish.receivers:
-            kwargs = dict(kwargs)  # receivers may change the body: the template's stays
         exec_options = internals.exec_options(t.task) if t.task is not None else {}
         expires = options.get("expires", exec_options.get("expires"))
         seconds = None if expires is None else self._expiration(expires)
@@ -236,7 +244,6 @@ class TaskMessages:
             and (expires is None or isinstance(expires, datetime))
             and all(isinstance(route, MapRoute) for route in self.amqp.router.routes)
             and isinstance(message.body, tuple)
-            and not signals.before_task_publish.receivers
         )
 
     def _again(
@@ -266,22 +273,22 @@ class TaskMessages:
         if not first.ignore_result:
             self.app.backend.on_task_call(producer, task_id)
         publish = first.publish
-        declare_once(producer, first.declare, publish, declared)
+        exchange, routing_key = publish["exchange"], publish["routing_key"]
+        body = first.body
+        changed: tuple[str, ...] = ()  # the headers receivers set
+        if signals.before_task_publish.receivers:
+            s = first.signalled(t.name, headers, properties)
+            if s.rebuilt:
+                publish_signalled(producer, first, s, retry, declared)
+                return Published(task_id, t.name, s.body, s.headers, exchange, routing_key)
+            body, headers, changed = s.body, s.headers, s.changed
+        declare_once(producer, first.declare or (), publish, declared)
         form = None if lists is None else lists.form(producer, first)
         if lists is not None and form is not None:
-            lists.push(form, headers, properties)
+            lists.push(form, headers, properties, changed)
         else:
-            content_type, content_encoding, data = first.content
-            producer.publish(
-                data,
-                content_type=content_type,
-                content_encoding=content_encoding,
-                headers=headers,
-                **{**publish, "retry": publish["retry"] and retry},
-                **properties,
-            )
-        exchange, routing_key = publish["exchange"], publish["routing_key"]
-        return Published(task_id, t.name, first.body, headers, exchange, routing_key)
+            publish_content(producer, first.content, headers, properties, publish, retry)
+        return Published(task_id, t.name, body, headers, exchange, routing_key)
 
     def _expiration(self, expires: Any) -> float | None:
         """The message's time to live in seconds, as Celery.send_task works it out; None

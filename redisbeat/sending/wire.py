@@ -4,8 +4,9 @@ The same steps in the same order (queue and exchange resolution, delivery mode, 
 ``before_task_publish``), with two differences that send the same message: the body goes to
 the producer serialised (once per entry, see :func:`serialised`), and a queue is declared
 once per producer (kombu keeps such a cache per connection) rather than checked before each
-message. What was published is kept in a :class:`First`, from which
-later messages of the same entry are made.
+message. The message as built, before any receiver of ``before_task_publish`` changed it
+(they change copies, :mod:`.receivers`), is kept in a :class:`First`, from which later
+messages of the same entry are made.
 """
 
 from __future__ import annotations
@@ -15,37 +16,11 @@ from typing import Any
 
 from celery import signals
 from kombu import serialization
-from kombu.common import Broadcast
 
 from . import celery_internals as internals
-from .celery_internals import DECLARE_WITH_RETRY, timeouts_apart
-
-
-@dataclass(frozen=True)
-class Defaults:
-    """The settings ``AMQP.send_task_message`` reads once, when it is made."""
-
-    retry: bool
-    policy: dict[str, Any]
-    delivery_mode: Any
-    routing_key: str | None
-    serializer: str
-    compression: str | None
-    #: Whether this Celery hands ``timeout`` and ``confirm_timeout`` to the producer as
-    #: arguments of their own (5.5 and later); before, they were message properties.
-    timeouts: bool = True
-
-    @classmethod
-    def of(cls, conf: Any, amqp: Any) -> Defaults:
-        return cls(
-            retry=conf.task_publish_retry,
-            policy=conf.task_publish_retry_policy,
-            delivery_mode=conf.task_default_delivery_mode,
-            routing_key=conf.task_default_routing_key,
-            serializer=conf.task_serializer,
-            compression=conf.task_compression,
-            timeouts=timeouts_apart(amqp),
-        )
+from .celery_internals import DECLARE_WITH_RETRY
+from .receivers import Signalled, before_publish, plain_body
+from .routing import Defaults, route
 
 
 @dataclass
@@ -78,7 +53,8 @@ class First:
     properties: dict[str, Any]
     #: Keyword arguments of ``Producer.publish`` (exchange, routing key, retry, ...).
     publish: dict[str, Any]
-    declare: list[Any]
+    #: The entities to declare, as Celery has them (None: none was named).
+    declare: list[Any] | None
     body: Any
     #: The serialised body: (content type, content encoding, data), and its serializer.
     content: tuple[str, str, Any]
@@ -91,6 +67,28 @@ class First:
     family: dict[str, Any] = field(default_factory=dict)
     #: This entry's :class:`~.lists.Form`, for the :class:`~.lists.Lists` it names.
     lists_form: Any = None
+    #: :func:`~.receivers.plain_body` of the body, once asked.
+    plain: bool | None = None
+
+    def signalled(
+        self, name: str, headers: dict[str, Any], properties: dict[str, Any]
+    ) -> Signalled:
+        """``before_task_publish`` for a message of this entry with these headers and
+        properties, on copies: what its receivers made of them."""
+        if self.plain is None:
+            self.plain = plain_body(self.body)
+        publish = self.publish
+        return before_publish(
+            name,
+            self.body,
+            self.plain,
+            exchange=publish["exchange"],
+            routing_key=publish["routing_key"],
+            declare=self.declare,
+            headers=headers,
+            properties=properties,
+            retry_policy=publish["retry_policy"],
+        )
 
     def with_arguments(
         self, headers: dict[str, Any], body: Any, content: tuple[str, str, Any]
@@ -108,39 +106,6 @@ class First:
             self.task_expires,
             self.family,
         )
-
-
-@dataclass
-class Route:
-    """A message's options as ``AMQP.send_task_message`` resolves them: where it goes and
-    how the producer publishes it."""
-
-    exchange: Any
-    routing_key: Any
-    declare: list[Any] | None
-    retry: bool
-    policy: dict[str, Any]
-    delivery_mode: Any
-    compression: str | None
-    serializer: str
-    timeouts: dict[str, float | None]
-
-    def publish_arguments(self, defaults: Defaults, properties: dict[str, Any]) -> dict[str, Any]:
-        """``Producer.publish``'s keyword arguments; the timeouts are among them or added to
-        the message's properties, by Celery release (see :attr:`Defaults.timeouts`)."""
-        publish = {
-            "exchange": self.exchange,
-            "routing_key": self.routing_key,
-            "compression": self.compression,
-            "retry": self.retry,
-            "retry_policy": self.policy,
-            "delivery_mode": self.delivery_mode,
-        }
-        if defaults.timeouts:
-            publish.update(self.timeouts)
-        else:
-            properties.update((k, v) for k, v in self.timeouts.items() if v is not None)
-        return publish
 
 
 def send_task_message(
@@ -163,107 +128,50 @@ def send_task_message(
     headers, properties, body, _ = message
     celery_headers = dict(headers)
     r = route(amqp, defaults, headers, properties, **options)
-    signals.before_task_publish.send(
-        sender=name,
-        body=body,
-        exchange=r.exchange,
-        routing_key=r.routing_key,
-        declare=r.declare,
-        headers=headers,
-        properties=properties,
-        retry_policy=r.policy,
-    )
+    # Before the signal: a Celery older than 5.5 has the timeouts among the properties then.
     publish = r.publish_arguments(defaults, properties)
-    declare_once(producer, r.declare or (), publish, declared)
+    declare = None if r.declare is None else list(r.declare)
     content = serialised(bodies, body, r.serializer)
+    first = First(celery_headers, dict(properties), publish, declare, body, content, r.serializer)
+    if signals.before_task_publish.receivers:
+        s = first.signalled(name, headers, properties)
+        publish_signalled(producer, first, s, retry_allowed, declared)
+        return Published(task_id, name, s.body, s.headers, r.exchange, r.routing_key), first
+    declare_once(producer, declare or (), publish, declared)
+    publish_content(producer, content, headers, properties, publish, retry_allowed)
+    return Published(task_id, name, body, headers, r.exchange, r.routing_key), first
+
+
+def publish_signalled(
+    producer: Any, first: First, s: Signalled, retry_allowed: bool, declared: dict[int, Any]
+) -> None:
+    """Publish a message of ``first``'s entry as ``before_task_publish``'s receivers left
+    it (``s``): its body serialised again only where they changed it."""
+    content = first.content
+    if s.body_changed:
+        content = serialization.dumps(s.body, serializer=first.serializer)
+    publish = {**first.publish, "retry_policy": s.policy}
+    declare_once(producer, s.declare or (), publish, declared)
+    publish_content(producer, content, s.headers, s.properties, publish, retry_allowed)
+
+
+def publish_content(
+    producer: Any,
+    content: tuple[str, str, Any],
+    headers: dict[str, Any],
+    properties: dict[str, Any],
+    publish: dict[str, Any],
+    retry_allowed: bool,
+) -> None:
+    """``Producer.publish`` of a serialised body (``content``, see :func:`serialised`)."""
     producer.publish(
         content[2],
         content_type=content[0],
         content_encoding=content[1],
         headers=headers,
-        **{**publish, "retry": r.retry and retry_allowed},
+        **{**publish, "retry": publish["retry"] and retry_allowed},
         **properties,
     )
-    declare = list(r.declare or ())
-    first = First(celery_headers, dict(properties), publish, declare, body, content, r.serializer)
-    return Published(task_id, name, body, headers, r.exchange, r.routing_key), first
-
-
-def route(
-    amqp: Any,
-    defaults: Defaults,
-    message_headers: dict[str, Any],
-    properties: dict[str, Any],
-    *,
-    queue: Any = None,
-    exchange: Any = None,
-    routing_key: Any = None,
-    event_dispatcher: Any = None,
-    retry: bool | None = None,
-    retry_policy: dict[str, Any] | None = None,
-    serializer: str | None = None,
-    delivery_mode: Any = None,
-    compression: str | None = None,
-    declare: list[Any] | None = None,
-    headers: dict[str, Any] | None = None,
-    exchange_type: str | None = None,
-    timeout: float | None = None,
-    confirm_timeout: float | None = None,
-    **kwargs: Any,
-) -> Route:
-    """The options of ``AMQP.send_task_message`` resolved; its ``headers`` option and any
-    option it does not know (a message property) are merged into the message, as there."""
-    if headers:
-        message_headers.update(headers)
-    if kwargs:
-        properties.update(kwargs)
-    queue, exchange, routing_key, delivery_mode = _destination(
-        amqp, defaults, queue, exchange, routing_key, exchange_type, delivery_mode
-    )
-    if declare is None and queue and not isinstance(queue, Broadcast):
-        declare = [queue]
-    return Route(
-        exchange,
-        routing_key,
-        declare,
-        retry=defaults.retry if retry is None else retry,
-        policy=dict(defaults.policy, **(retry_policy or {})),
-        delivery_mode=delivery_mode,
-        compression=compression or defaults.compression,
-        serializer=serializer or defaults.serializer,
-        timeouts={"timeout": timeout, "confirm_timeout": confirm_timeout},
-    )
-
-
-def _destination(
-    amqp: Any,
-    defaults: Defaults,
-    queue: Any,
-    exchange: Any,
-    routing_key: Any,
-    exchange_type: str | None,
-    delivery_mode: Any,
-) -> tuple[Any, Any, Any, Any]:
-    """The queue, exchange, routing key and delivery mode, as Celery works them out."""
-    qname = queue
-    if queue is None and exchange is None:
-        queue = amqp.default_queue
-    if queue is not None:
-        if isinstance(queue, str):
-            qname, queue = queue, amqp.queues[queue]
-        else:
-            qname = queue.name
-    if delivery_mode is None:
-        delivery_mode = getattr(getattr(queue, "exchange", None), "delivery_mode", None)
-        delivery_mode = delivery_mode or defaults.delivery_mode
-    if exchange_type is None:
-        exchange_type = getattr(getattr(queue, "exchange", None), "type", "direct")
-    if (not exchange or not routing_key) and exchange_type == "direct":
-        exchange, routing_key = "", qname
-    elif exchange is None:
-        exchange = queue.exchange.name or amqp.default_exchange
-        routing_key = routing_key or queue.routing_key or defaults.routing_key
-    return queue, exchange, routing_key, delivery_mode
 
 
 def declare_once(
@@ -287,9 +195,9 @@ def serialised(
     bodies: dict[str, tuple[str, str, Any]], body: Any, serializer: str
 ) -> tuple[str, str, Any]:
     """The body as the producer would serialise it: (content type, encoding, data)."""
-    # Protocol 2's body (args, kwargs, embed) is the same for every message of an entry,
-    # unless a before_task_publish receiver (which may change it) is connected.
-    if signals.before_task_publish.receivers or not isinstance(body, tuple):
+    # Protocol 2's body (args, kwargs, embed) is the same for every message of an entry
+    # (a before_task_publish receiver changes a copy of it).
+    if not isinstance(body, tuple):
         return serialization.dumps(body, serializer=serializer)
     content = bodies.get(serializer)
     if content is None:

@@ -58,6 +58,7 @@ REFUSED = (("celery~=5.7.0", "redis<6.4"), ("celery~=5.5.0", "redis>=6"))
 CELERY_TESTS = (
     WHAT_RUNS,
     "tests/test_publisher.py",
+    "tests/test_publish_receivers.py",
     "tests/test_beat_process.py",
     "tests/test_beats.py",
 )
