@@ -360,3 +360,18 @@ def test_a_schedule_read_again_is_the_same_one_and_a_wrong_type_is_still_refused
     with pytest.raises(InvalidSchedule) as raised:
         from_json({**good, "expr": ["*/5"]})  # not hashable, and not a string
     assert raised.value.field == "schedule.expr"
+
+
+def test_a_solar_schedule_without_ephem_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    from redisbeat.schedule import solar as solar_module
+
+    monkeypatch.setitem(sys.modules, "ephem", None)  # as if it were not installed
+    solar_module._celery_solar.cache_clear()
+    with pytest.raises(ModuleNotFoundError) as caught:
+        next_due_ms(Solar("sunrise", 52.5, 13.4), to_ms(datetime(2026, 6, 1, tzinfo=timezone.utc)))
+    assert "pip install 'celery-redisbeat[solar]'" in str(caught.value)
+    assert caught.value.name == "ephem"

@@ -28,6 +28,18 @@ _POLAR_LAT = 89.5
 _CROSSINGS = ("next_rising", "next_setting")
 
 
+#: What to do when ephem is missing, as the other optional parts say it.
+EPHEM_HINT = "Solar schedules need the ephem package: pip install 'celery-redisbeat[solar]'"
+
+
+def _ephem() -> Any:
+    """ephem, an optional dependency (untyped); a missing one says how to install it."""
+    try:
+        return importlib.import_module("ephem")
+    except ImportError:
+        raise ModuleNotFoundError(EPHEM_HINT, name="ephem") from None
+
+
 @lru_cache(maxsize=256)
 def _celery_solar(schedule: Solar) -> Any:
     return celery_schedules.solar(schedule.event, schedule.lat, schedule.lon)  # type: ignore[arg-type]
@@ -35,7 +47,7 @@ def _celery_solar(schedule: Solar) -> Any:
 
 def next_solar(schedule: Solar, after_ms: int) -> int | None:
     """The first occurrence of the event strictly after ``after_ms``, or None in a year."""
-    ephem: Any = importlib.import_module("ephem")  # optional dependency, untyped
+    ephem = _ephem()
     proto = _celery_solar(schedule)
     if abs(schedule.lat) >= _POLAR_LAT and proto.method in _CROSSINGS:
         return _next_crossing(ephem, proto, after_ms)
