@@ -10,11 +10,14 @@ import json
 import math
 from pathlib import Path
 
+import pytest
+
 from benchmarks.bench.adapters import Spec, available
-from benchmarks.bench.harness import Rig
+from benchmarks.bench.harness import Rig, loud_lines
 from benchmarks.bench.judging import Arrival, judge
 from benchmarks.bench.report import BEGIN, END, SECTIONS, versus, write
-from benchmarks.bench.scenarios import SMOKE, run
+from benchmarks.bench.scenarios import SMOKE, Table, run
+from benchmarks.bench.targets import targets
 
 T0 = 1_800_000_000_000
 A = Spec("a", 1, T0)
@@ -172,3 +175,143 @@ def test_a_toy_delayed_run_sends_every_due_task_once_and_measures_celerys_countd
     latest, section = page.read_text().split("## Section")
     assert "LATEST" in latest and "STALE" not in section
     assert "### Delayed tasks" in section and "### Celery's countdown" in section
+
+
+def test_a_toy_scale_run_measures_each_beat_count_on_one_redis_and_on_a_cluster(
+    tmp_path: Path,
+) -> None:
+    with Rig(tmp_path / "rig") as rig:
+        (table,) = run(rig, SMOKE, ["redisbeat"], ["scale"])
+    keep_up, *rows = table.rows
+    assert (keep_up["run"], keep_up["beats"], keep_up["every s"]) == ("keep-up", 1, 1)
+    assert keep_up["offered/s"] == SMOKE.scale_keep_up and keep_up["sustained/s"] > 0
+    assert [(r["store"], r["shards"], r["every s"], r["beats"]) for r in rows] == [
+        (store, shards, every, beats)
+        for store, shards in (("one Redis", 1), ("cluster, 3 masters", 12))
+        for every in SMOKE.scale_periods
+        for beats in SMOKE.scale_beats
+    ]
+    for row in table.rows:
+        assert row["sustained/s"] > 0 and row["doubles"] == 0
+        assert row["beat CPU ms / message"] > 0 and row["Redis CPU µs / fire"] > 0
+        assert row["bottleneck"] in {"kept up", "redis", "beats", "machine", "—"}
+    for row in rows:
+        assert row["projected/s"] > 0 and row["vs one beat"] > 0
+    projected = [n for n in table.notes if n.startswith("Projected")]
+    assert len(projected) == 2 and "x 3 master(s)" in projected[-1]
+    assert not list((tmp_path / "rig").glob("redis-cluster-*")), "the cluster was stopped"
+
+    begin, end = SECTIONS["scale"]
+    page = tmp_path / "docs" / "benchmarks.md"
+    page.parent.mkdir()
+    page.write_text(f"{BEGIN}\nLATEST\n{END}\n\n## Section\n\n{begin}\nSTALE\n{end}\n")
+    write([table], tmp_path / "results", "2026-01-01", "smoke", page)
+    latest, section = page.read_text().split("## Section")
+    assert "LATEST" in latest and "STALE" not in section
+    assert "### Scale:" in section and "(img/bench/scale.png)" in section
+
+
+def test_a_toy_overload_run_compares_one_beat_far_behind_at_its_limit_and_keeping_up(
+    tmp_path: Path,
+) -> None:
+    with Rig(tmp_path / "rig") as rig:
+        (table,) = run(rig, SMOKE, ["redisbeat"], ["overload"])
+    far, limit, keeping = table.rows
+    assert [far["run"], limit["run"], keeping["run"]] == [
+        "far behind",
+        "at its limit",
+        "keeping up",
+    ]
+    assert far["offered/s"] == 4 * max(SMOKE.rates["redisbeat"])
+    assert keeping["offered/s"] == max(far["sustained/s"], limit["sustained/s"]) // 2
+    assert keeping["vs keeping up"] == 1 and max(r["vs peak"] for r in table.rows) == 1
+    for row in table.rows:
+        assert row["sustained/s"] > 0 and row["doubles"] == 0
+        assert row["beat CPU ms / message"] > 0 and row["log lines"] >= 0
+
+
+def test_a_toy_backlog_sends_each_delayed_task_once_and_each_periodic_entry_once_for_all_missed(
+    tmp_path: Path,
+) -> None:
+    with Rig(tmp_path / "rig") as rig:
+        (table,) = run(rig, SMOKE, ["redisbeat"], ["backlog"])
+    (row,) = table.rows
+    assert (row["delayed"], row["periodic"]) == (SMOKE.backlog_delayed, SMOKE.backlog_periodic)
+    assert (row["delayed missed"], row["delayed doubled"]) == (0, 0)
+    assert row["periodic coalesced"] == SMOKE.backlog_periodic
+    assert (row["periodic sent more than once"], row["periodic unsent"]) == (0, 0)
+    assert row["drain s"] > 0 and row["drain/s"] > 0 and row["peak/s"] > 0
+    assert row["beat peak RSS MiB"] > 0 and row["log lines"] >= 0
+
+
+def test_a_toy_instrumented_run_measures_the_cold_start_without_and_with_a_traceparent_receiver(
+    tmp_path: Path,
+) -> None:
+    with Rig(tmp_path / "rig") as rig:
+        (table,) = run(rig, SMOKE, ["redisbeat"], ["instrumented"])
+    bare, traced = table.rows
+    assert (bare["receiver"], bare["with traceparent"]) == ("none", 0)
+    assert traced["receiver"] == "traceparent" and traced["with traceparent"] > 0
+    assert bare["vs none"] == bare["CPU vs none"] == 1
+    for row in table.rows:
+        assert row["sustained/s"] > 0 and row["missed"] == 0 and row["doubles"] == 0
+
+
+def test_only_log_records_at_warning_and_above_count_as_loud_lines(tmp_path: Path) -> None:
+    log = tmp_path / "beat.log"
+    log.write_bytes(
+        b"celery beat v5.7.0 (collider) is starting.\n"
+        b"    . maxinterval -> 5.00 seconds (5.0s)\n"
+        b"[2026-01-01 12:00:00,000: INFO/MainProcess] beat: Starting...\n"
+        b"[2026-01-01 12:00:01,000: WARNING/MainProcess] redisbeat: Redis is unavailable\n"
+        b"[2026-01-01 12:00:02,000: ERROR/MainProcess] redisbeat: could not send\n"
+        b"Traceback (most recent call last):\n"
+        b"ConnectionError: refused\n"
+        b"[2026-01-01 12:00:03,000: INFO/MainProcess] redisbeat: summary\n"
+    )
+    assert loud_lines(log) == 4
+    second = log.read_bytes().index(b"[2026-01-01 12:00:02")
+    assert loud_lines(log, 0, second) == 1 and loud_lines(log, second) == 3
+
+
+def test_scaling_is_judged_up_to_the_cores_and_a_saturated_redis_excuses_a_beat_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("benchmarks.bench.targets.os.cpu_count", lambda: 4)
+
+    def row(beats: int, every: int, vs_one: float, bottleneck: str) -> dict[str, object]:
+        return {
+            "run": "overload",
+            "store": "one Redis",
+            "every s": every,
+            "beats": beats,
+            "vs one beat": vs_one,
+            "bottleneck": bottleneck,
+            "Redis CPU µs / fire": 9 if beats == 1 else 12,
+        }
+
+    rows = [row(1, 1, 1, "beats"), row(2, 1, 1.1, "redis"), row(4, 1, 3.3, "machine")]
+    rows.append(row(8, 1, 2.0, "machine"))  # more beats than cores: not judged
+    # One beat kept up: the offer, not the beats, set the ratio.
+    rows += [row(1, 10, 1, "kept up"), row(2, 10, 1.2, "machine")]
+    scaling = "N beats >= 0.8 x N x one beat until Redis CPU saturates (N <= 4 cores)"
+    cost = "Redis CPU per fire <= 15 µs at the beats' limit (the most of any scale row behind)"
+
+    def verdicts(table_rows: list[dict[str, object]]) -> dict[str, str]:
+        table = Table("scale", "", [], table_rows)
+        return {r["target"]: r["met"] for r in targets({"scale": table}).rows}
+
+    met = verdicts(rows)
+    assert (met[scaling], met[cost]) == ("yes", "yes")
+    slow = [row(1, 60, 1, "beats"), row(2, 60, 1.5, "machine")]
+    assert verdicts([*rows, *slow])[scaling] == "NO"
+
+
+def test_the_idle_and_failover_targets_are_the_issues() -> None:
+    idle = Table("idle", "", [], [{"scheduler": "redisbeat", "store commands / s / beat": 0.4}])
+    killed = {"scheduler": "redisbeat", "sends resume after s": 0.01, "late max after kill s": 5.2}
+    table = targets({"idle": idle, "failover": Table("failover", "", [], [killed])})
+    met = {r["target"]: r["met"] for r in table.rows}
+    assert met["idle <= 0.1 commands/s per beat"] == "NO"
+    assert met["failover after kill -9 <= 5 s"] == "NO"
+    assert met["backlog: every delayed task sent exactly once"] == "n/a"

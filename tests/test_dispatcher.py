@@ -370,9 +370,7 @@ def test_heartbeats_register_the_beat_and_close_deregisters_it(redis_server, pre
     reader.close()
 
 
-def test_an_idle_beat_heartbeats_cheaply_and_does_the_housekeeping_every_tenth_time(
-    store, client
-):
+def test_an_idle_beat_heartbeats_cheaply_and_does_the_housekeeping_every_tenth_time(store, client):
     # What an idle beat asks of Redis is its heartbeats: the ordinary ones only refresh what
     # must be fresh; one in ten also forgets beats silent too long.
     store.upsert(every("later", 3600))

@@ -10,7 +10,9 @@ arrivals into the numbers.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -33,6 +35,9 @@ from .judging import Arrival
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 #: Commands the harness itself sends to the store (reading the counters).
 HARNESS_COMMANDS = frozenset({"info", "config|resetstat", "ping", "flushdb", "select"})
+#: The first line of a Celery log record: ``[2026-01-01 12:00:00,000: WARNING/MainProcess]``.
+LOG_RECORD = re.compile(rb"^\[[^\]]*: ([A-Z]+)/")
+LOUD = frozenset({b"WARNING", b"ERROR", b"CRITICAL"})
 
 
 def decode(raw: bytes, arrived_ms: int) -> Arrival:
@@ -69,9 +74,15 @@ class Sink:
         at, message = raw[-1]
         return decode(message, at)
 
-    def arrivals(self) -> list[Arrival]:
+    def arrivals(self, skip: int = 0) -> list[Arrival]:
+        """What arrived since the mark, less the first ``skip`` (already read)."""
         have = len(self.reader.raw)
-        return [decode(raw, at) for at, raw in self.reader.raw[self._mark : have]]
+        return [decode(raw, at) for at, raw in self.reader.raw[self._mark + skip : have]]
+
+    def with_header(self, name: str) -> int:
+        """How many messages since the mark carry the header ``name``."""
+        raw = self.reader.raw[self._mark :]
+        return sum(1 for _, message in raw if name in json.loads(message)["headers"])
 
     def idle_for(self, seconds: float, timeout: float) -> None:
         """Wait until nothing has arrived for ``seconds`` (at most ``timeout``)."""
@@ -121,6 +132,16 @@ class BeatProcess:
 
     def rss_bytes(self) -> int:
         return rss_of(self.pid)
+
+    def peak_rss_bytes(self) -> int:
+        """The most resident memory it has had, so far."""
+        return rss_of(self.pid, "VmHWM")
+
+    def log_size(self) -> int:
+        return self.log.stat().st_size
+
+    def loud_lines(self, start: int = 0, end: int | None = None) -> int:
+        return loud_lines(self.log, start, end)
 
     def kill(self, sig: int) -> None:
         self.process.send_signal(sig)
@@ -237,12 +258,36 @@ def redis_usage(ports: Sequence[int]) -> tuple[Counter[str], float]:
     return calls, cpu
 
 
-def rss_of(pid: int) -> int:
-    """A process's resident memory, in bytes, from /proc (0 when it says none)."""
+def loud_lines(log: Path, start: int = 0, end: int | None = None) -> int:
+    """Lines of a beat's log records at WARNING and above (a traceback's lines included)
+    written between byte offsets ``start`` and ``end``; the start-up banner is no record."""
+    with log.open("rb") as f:
+        f.seek(start)
+        text = f.read() if end is None else f.read(max(0, end - start))
+    count, loud = 0, False
+    for line in text.splitlines():
+        record = LOG_RECORD.match(line)
+        if record:
+            loud = record.group(1) in LOUD
+        count += loud
+    return count
+
+
+def rss_of(pid: int, field: str = "VmRSS") -> int:
+    """A process's resident memory (``VmHWM``: its peak), in bytes, from /proc (0 when it
+    says none)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) * 1024
     return 0
+
+
+def machine_jiffies() -> tuple[int, int]:
+    """The machine's busy and total CPU time since boot, in clock ticks, all cores."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    total = sum(fields[:8])  # guest time is already in user and nice
+    return total - idle, total
 
 
 def specs_for(count: int, every: float, start_ms: int, prefix: str = "e") -> list[Spec]:

@@ -1,5 +1,5 @@
 """The benchmark's outputs: JSON, markdown and a chart per scenario, a summary with ratios
-and targets, and the docs page that shows the latest run."""
+(and the targets, from :mod:`.targets`), and the docs page that shows the latest run."""
 
 from __future__ import annotations
 
@@ -15,6 +15,9 @@ from typing import Any
 
 from ..common import replace_block
 from .scenarios.profiles import DCB, REDBEAT, REDISBEAT, Table
+from .targets import kept_up, rows_of, targets
+
+__all__ = ["markdown", "summary", "targets", "versus", "write"]
 
 BEGIN = "<!-- bench:begin -->"
 END = "<!-- bench:end -->"
@@ -24,6 +27,10 @@ SECTIONS = {
     "cluster": ("<!-- bench-cluster:begin -->", "<!-- bench-cluster:end -->"),
     "delayed": ("<!-- bench-delayed:begin -->", "<!-- bench-delayed:end -->"),
     "countdown": ("<!-- bench-delayed:begin -->", "<!-- bench-delayed:end -->"),
+    **dict.fromkeys(
+        ("scale", "overload", "backlog"),
+        ("<!-- bench-scaling:begin -->", "<!-- bench-scaling:end -->"),
+    ),
 }
 
 
@@ -95,18 +102,9 @@ def chart(table: Table, path: Path) -> bool:
     return True
 
 
-def _rows(tables: dict[str, Table], scenario: str) -> list[dict[str, Any]]:
-    return tables[scenario].rows if scenario in tables else []
-
-
 def _best(rows: list[dict[str, Any]], name: str, key: str, pick: Callable[..., Any]) -> Any:
     values = [r[key] for r in rows if r["scheduler"] == name and isinstance(r[key], (int, float))]
     return pick(values) if values else None
-
-
-def _kept_up(row: dict[str, Any]) -> bool:
-    """A capacity row whose scheduler kept up: 95% of the offered rate, nothing missed."""
-    return bool(row["sustained/s"] >= 0.95 * row["offered/s"] and row["missed"] == 0)
 
 
 def versus(ours: float, best: float, higher_is_better: bool) -> str:
@@ -133,19 +131,19 @@ def summary(tables: dict[str, Table]) -> Table:
             row["redisbeat vs best other"] = versus(ours, best, higher_is_better)
         out.rows.append(row)
 
-    cap = [r for r in _rows(tables, "capacity") if _kept_up(r)]
+    cap = [r for r in rows_of(tables, "capacity") if kept_up(r)]
     add(
         "highest rate kept up with, one beat (fires/s; nothing missed)",
         {n: _best(cap, n, "sustained/s", max) for n in names},
         True,
     )
-    at_1000 = [r for r in _rows(tables, "capacity") if r["offered/s"] == 1000]
+    at_1000 = [r for r in rows_of(tables, "capacity") if r["offered/s"] == 1000]
     add(
         "late p99 at 1,000 fires/s offered (ms)",
         {n: _best(at_1000, n, "late p99 ms", min) for n in names},
         False,
     )
-    at_100 = [r for r in _rows(tables, "capacity") if r["offered/s"] == 100]
+    at_100 = [r for r in rows_of(tables, "capacity") if r["offered/s"] == 100]
     add(
         "beat CPU s per 1,000 fires at 100 fires/s",
         {n: _best(at_100, n, "beat CPU s / 1000", min) for n in names},
@@ -153,109 +151,22 @@ def summary(tables: dict[str, Table]) -> Table:
     )
     add(
         "store round trips per fire at 100 fires/s",
-        {n: _best(_rows(tables, "round-trips"), n, "round trips / fire", min) for n in names},
+        {n: _best(rows_of(tables, "round-trips"), n, "round trips / fire", min) for n in names},
         False,
     )
-    api = [r for r in _rows(tables, "edit-latency") if r["path"] == "API"]
+    api = [r for r in rows_of(tables, "edit-latency") if r["path"] == "API"]
     add("edit latency p99, API (ms)", {n: _best(api, n, "late p99 ms", min) for n in names}, False)
     add(
         "idle store commands / s / beat",
-        {n: _best(_rows(tables, "idle"), n, "store commands / s / beat", min) for n in names},
+        {n: _best(rows_of(tables, "idle"), n, "store commands / s / beat", min) for n in names},
         False,
     )
     add(
         "sends resume after kill -9 of a working beat (s)",
-        {n: _best(_rows(tables, "failover"), n, "sends resume after s", min) for n in names},
+        {n: _best(rows_of(tables, "failover"), n, "sends resume after s", min) for n in names},
         False,
     )
     return out
-
-
-def targets(tables: dict[str, Table]) -> Table:
-    """The targets the project set itself, met or not."""
-    out = Table("targets", "Targets", ["target", "measured", "met"])
-
-    def add(target: str, measured: Any, met: bool | None) -> None:
-        shown = measured if measured is not None else "not measured"
-        verdict = "n/a" if met is None else ("yes" if met else "NO")
-        out.rows.append({"target": target, "measured": shown, "met": verdict})
-
-    cap = _rows(tables, "capacity")
-    # The highest offered rate kept up with (a sustained rate a little under it is the
-    # window's edge, one over it a beat catching up on a backlog).
-    kept = [r for r in cap if r["scheduler"] == REDISBEAT and _kept_up(r)]
-    best = max((r["offered/s"] for r in kept), default=None)
-    add("one beat keeps up with >= 5,000 fires/s", best, None if best is None else best >= 5000)
-    row = next((r for r in cap if r["scheduler"] == REDISBEAT and r["offered/s"] == 1000), None)
-    p99 = row["late p99 ms"] if row else None
-    add("late p99 < 10 ms at 1,000 fires/s", p99, None if p99 is None else p99 < 10)
-    drift = row["drift"] if row else None
-    add(
-        "no drift (mean period within 0.1% of nominal)",
-        drift,
-        None if drift is None else abs(drift - 1) <= 0.001,
-    )
-    trips = next((r for r in _rows(tables, "round-trips") if r["scheduler"] == REDISBEAT), None)
-    per_batch = trips["round trips / claim batch"] if trips else None
-    add(
-        "<= 2 store round trips per batch",
-        per_batch,
-        None if not isinstance(per_batch, (int, float)) else per_batch <= 2,
-    )
-    cmds = row["store cmds / fire"] if row else None
-    add("<= 6 store commands per fire at 1,000 fires/s", cmds, None if cmds is None else cmds <= 6)
-    cold = next((r for r in _rows(tables, "cold-start") if r["offered/s"] >= 5000), None)
-    add(
-        "first 40 s from start at 5,000 fires/s, default settings: kept up, p99 <= 50 ms",
-        f"{cold['sustained/s']:,}/s, p99 {cold['late p99 ms']} ms" if cold else None,
-        None if cold is None else _kept_up(cold) and (cold["late p99 ms"] or 0) <= 50,
-    )
-    _cluster_targets(tables, add)
-    sizes = [r for r in _rows(tables, "size") if r["scheduler"] == REDISBEAT]
-    if len(sizes) >= 2:
-        small, large = sizes[0], sizes[-1]
-        growth = large["beat RSS MiB"] / small["beat RSS MiB"] - 1 if small["beat RSS MiB"] else 0
-        add(
-            f"RSS with {large['stored']:,} entries within 10% of {small['stored']:,}",
-            f"{small['beat RSS MiB']} -> {large['beat RSS MiB']} MiB ({growth:+.1%})",
-            growth <= 0.10,
-        )
-        add(
-            f"start-up to first send < 1 s with {large['stored']:,} entries",
-            large["start-up to first send s"],
-            large["start-up to first send s"] < 1,
-        )
-    edits = [r for r in _rows(tables, "edit-latency") if r["scheduler"] == REDISBEAT]
-    worst = _best(edits, REDISBEAT, "late p99 ms", max)
-    add("edit latency p99 < 50 ms", worst, None if worst is None else worst < 50)
-    idle = next((r for r in _rows(tables, "idle") if r["scheduler"] == REDISBEAT), None)
-    per_s = idle["store commands / s / beat"] if idle else None
-    add("idle <= 1 command/s per beat", per_s, None if per_s is None else per_s <= 1)
-    scale = [r for r in _rows(tables, "scale-out") if r["beats"] == 2]
-    ratio = scale[0]["vs one beat"] if scale else None
-    add(
-        f"2 beats >= 1.6x one beat (machine: {os.cpu_count()} cores)",
-        ratio,
-        None if not isinstance(ratio, (int, float)) else ratio >= 1.6,
-    )
-    return out
-
-
-def _cluster_targets(
-    tables: dict[str, Table], add: Callable[[str, Any, bool | None], None]
-) -> None:
-    """A 3-master cluster with 2 beats keeps up with what one Redis with 2 beats does, at
-    p99 <= 50 ms at 1,000 fires/s."""
-    rows = [r for r in _rows(tables, "cluster") if r["beats"] == 2 and _kept_up(r)]
-    if not rows:
-        return
-    one = max((r["sustained/s"] for r in rows if r["store"] == "one Redis"), default=0)
-    cluster = [r for r in rows if r["store"] != "one Redis"]
-    most = max((r["sustained/s"] for r in cluster), default=0)
-    add("cluster, 2 beats >= one Redis, 2 beats (fires/s)", f"{most:,} vs {one:,}", most >= one)
-    at_1000 = [r["late p99 ms"] for r in cluster if r["offered/s"] == 1000]
-    worst = max(at_1000, default=None)
-    add("cluster p99 <= 50 ms at 1,000 fires/s", worst, None if worst is None else worst <= 50)
 
 
 def write(

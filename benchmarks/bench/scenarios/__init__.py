@@ -10,13 +10,16 @@ import time
 from collections.abc import Callable
 
 from ..harness import Rig
+from .backlog import backlog
 from .cluster import redis_cluster
 from .delayed import countdown, delayed
 from .editing import edit_latency
 from .failover import failover
+from .overload import overload
 from .profiles import DCB, FULL, PROFILES, QUICK, REDBEAT, REDISBEAT, SMOKE, Profile, Table
+from .scale import scale
 from .storage import idle, size
-from .throughput import capacity, cold_start, round_trips, scale_out
+from .throughput import capacity, cold_start, instrumented, round_trips
 
 __all__ = [
     "DCB",
@@ -35,8 +38,11 @@ __all__ = [
 SCENARIOS = (
     "capacity",
     "cold-start",
+    "instrumented",
     "round-trips",
-    "scale-out",
+    "scale",
+    "overload",
+    "backlog",
     "size",
     "edit-latency",
     "idle",
@@ -55,8 +61,11 @@ def run(rig: Rig, profile: Profile, schedulers: list[str], only: list[str]) -> l
     steps: list[tuple[str, Callable[[], Table]]] = [
         ("capacity", lambda: capacity(rig, profile, schedulers)),
         ("cold-start", lambda: cold_start(rig, profile, schedulers)),
+        ("instrumented", lambda: instrumented(rig, profile, schedulers)),
         ("round-trips", lambda: round_trips(rig, profile, schedulers)),
-        ("scale-out", lambda: scale_out(rig, profile, schedulers, cap or Table("", "", []))),
+        ("scale", lambda: scale(rig, profile, schedulers, cap)),
+        ("overload", lambda: overload(rig, profile, schedulers, cap)),
+        ("backlog", lambda: backlog(rig, profile, schedulers)),
         ("size", lambda: size(rig, profile, schedulers)),
         ("edit-latency", lambda: edit_latency(rig, profile, schedulers)),
         ("idle", lambda: idle(rig, profile, schedulers)),

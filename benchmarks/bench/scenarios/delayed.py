@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Iterable
+from itertools import islice
 from typing import Any
 
 import redis
@@ -18,7 +20,7 @@ from redisbeat import ScheduleStore
 from redisbeat.schedule.clock import from_ms
 from redisbeat.schedule.delayed import Delay
 
-from ..adapters import Spec, now_ms
+from ..adapters import RedisbeatAdapter, Spec, now_ms
 from ..harness import Rig, wait_for
 from ..judging import judge, rounded
 from .measure import sleep_until
@@ -55,6 +57,7 @@ def delayed(rig: Rig, profile: Profile, schedulers: list[str]) -> Table:
         table.notes.append("redisbeat was not benchmarked in this run.")
         return table
     adapter = rig.adapter(REDISBEAT)
+    assert isinstance(adapter, RedisbeatAdapter)
     store = adapter._store()
     for pending in profile.delayed_pending:
         adapter.clear()
@@ -79,7 +82,9 @@ def _step(rig: Rig, profile: Profile, store: ScheduleStore, pending: int) -> dic
     cold = max(0, pending - hot_count)
     memory0 = _used_memory(rig)
     began = time.monotonic()
-    _load_cold(store, cold)
+    # A day from now, a millisecond apart.
+    base = now_ms() + 86_400_000
+    load_delayed(store, ((f"d{i:07d}", base + i) for i in range(cold)))
     load_s = time.monotonic() - began
     per_task = (_used_memory(rig) - memory0) / cold if cold else None
     # The due ones: ``rate`` a second from about when the beat starts, past the window.
@@ -121,20 +126,21 @@ def _argument_bytes() -> int:
     return len(full.definition().encode()) - len(bare.encode())
 
 
-def _load_cold(store: ScheduleStore, count: int) -> None:
-    """``count`` tasks due a day from now (a millisecond apart), in owners of PER_OWNER."""
-    base = now_ms() + 86_400_000
+def load_delayed(store: ScheduleStore, tasks: Iterable[tuple[str, int]]) -> None:
+    """Delay bench.tick(entry=key) for each (key, due ms), in owners of PER_OWNER, 10,000
+    to a ``delay_many`` call."""
     chunk = 10_000
-    for first in range(0, count, chunk):
+    it = enumerate(tasks)
+    while batch := list(islice(it, chunk)):
         store.delay_many(
             {
                 "task": TASK,
-                "kwargs": {"entry": f"d{i:07d}"},
-                "key": f"d{i:07d}",
+                "kwargs": {"entry": key},
+                "key": key,
                 "owner": f"user:{i // PER_OWNER}",
-                "eta": from_ms(base + i),
+                "eta": from_ms(due),
             }
-            for i in range(first, min(count, first + chunk))
+            for i, (key, due) in batch
         )
 
 

@@ -32,6 +32,7 @@ class Profile:
     window: float
     #: Offered rates tried per scheduler, in order, until one falls behind.
     rates: dict[str, tuple[int, ...]]
+    #: Scale: beat counts (the full profile adds doublings up to the machine's cores).
     scale_beats: tuple[int, ...]
     #: Stored entries per scheduler for the size scenario.
     sizes: dict[str, tuple[int, ...]]
@@ -52,6 +53,19 @@ class Profile:
     countdown_pending: tuple[int, ...] = (100_000,)
     #: How long a worker started after a kill -9 is watched for the dead one's tasks.
     countdown_watch_s: float = 10
+    #: Scale: the entries' periods, the most entries one run stores (the offer is capped at
+    #: that many per period), and the entries due every second that one beat must keep up with.
+    scale_periods: tuple[float, ...] = (1, 10)
+    scale_max_entries: int = 200_000
+    scale_keep_up: int = 10_000
+    #: Add beat counts, doubling, while the machine has as many cores.
+    scale_to_cores: bool = False
+    #: The measuring window of the redisbeat-only rate scenarios (scale, overload), seconds;
+    #: None: the profile's window.
+    own_window: float | None = None
+    #: Backlog: delayed tasks and periodic entries that fell due while the beats were stopped.
+    backlog_delayed: int = 100_000
+    backlog_periodic: int = 10_000
 
 
 QUICK = Profile(
@@ -63,7 +77,7 @@ QUICK = Profile(
         REDBEAT: (100, 1_000),
         DCB: (100, 1_000),
     },
-    scale_beats=(1, 2),
+    scale_beats=(1, 2, 4),
     sizes={REDISBEAT: (10_000, 100_000), REDBEAT: (10_000, 100_000), DCB: (10_000,)},
     edits={REDISBEAT: 30, REDBEAT: 5, DCB: 5},
     idle_seconds=15,
@@ -79,7 +93,7 @@ FULL = Profile(
         REDBEAT: (100, 500, 1_000, 5_000),
         DCB: (100, 500, 1_000),
     },
-    scale_beats=(1, 2, 4),
+    scale_beats=(1, 2, 4, 8),
     sizes={
         REDISBEAT: (10_000, 100_000, 1_000_000),
         REDBEAT: (10_000, 100_000),
@@ -89,6 +103,9 @@ FULL = Profile(
     idle_seconds=60,
     cluster_rates=(500, 1_000, 5_000),
     cluster_beats=(1, 2),
+    scale_max_entries=500_000,
+    scale_to_cores=True,
+    backlog_delayed=1_000_000,
 )
 #: Every scenario at a toy size: what the test suite runs to check the harness works.
 SMOKE = Profile(
@@ -111,6 +128,12 @@ SMOKE = Profile(
     delayed_rate=50,
     countdown_pending=(200,),
     countdown_watch_s=2,
+    scale_periods=(1,),
+    scale_max_entries=2_000,
+    scale_keep_up=200,
+    own_window=3,
+    backlog_delayed=3_000,
+    backlog_periodic=300,
 )
 PROFILES = {p.name: p for p in (SMOKE, QUICK, FULL)}
 

@@ -1,5 +1,6 @@
-"""The throughput scenarios: how many fires per second one beat sustains (capacity), what
-each costs in store round trips, and how far more redisbeat beats go (scale-out)."""
+"""The throughput scenarios: how many fires per second one beat sustains (capacity), from
+its start (cold start, and with a ``before_task_publish`` receiver: instrumented), and what
+each fire costs in store round trips."""
 
 from __future__ import annotations
 
@@ -10,16 +11,22 @@ from redisbeat.store.scripts import CLAIM
 from ..adapters import now_ms
 from ..harness import Rig, specs_for
 from ..judging import judge
-from .measure import (
-    RATE_COLUMNS,
-    fresh,
-    keeps_up,
-    lead_ms,
-    measure_rate,
-    rate_row,
-    sleep_until,
-)
+from .measure import RATE_COLUMNS, fresh, keeps_up, lead_ms, measure_rate, rate_row, sleep_until
 from .profiles import DCB, MAX_ENTRIES, REDISBEAT, Profile, Table
+
+INSTRUMENTED_COLUMNS = [
+    "receiver",
+    "offered/s",
+    "sustained/s",
+    "vs none",
+    "late p50 ms",
+    "late p99 ms",
+    "missed",
+    "doubles",
+    "beat CPU s / 1000",
+    "CPU vs none",
+    "with traceparent",
+]
 
 
 def capacity(rig: Rig, profile: Profile, schedulers: list[str]) -> Table:
@@ -66,15 +73,56 @@ def cold_start(rig: Rig, profile: Profile, schedulers: list[str]) -> Table:
     for name in schedulers:
         if name != REDISBEAT:
             continue  # the others fall behind below this rate in the capacity run
-        fires, cost = measure_rate(rig, rig.adapter(name), rate, 1, profile, cold_s=seconds)
-        table.rows.append(rate_row(name, rate, 1, fires, cost))
-        rig.adapter(name).clear()
+        table.rows.append(_cold_row(rig, profile, name))
     table.notes.append(
         f"The capacity run's workload at {rate:,} fires/s, measured over the first {seconds:g} "
         "s from the first occurrence instead of from the steady state: the beat starts a few "
         "seconds before it, and every entry's first send (parsing its definition, building "
         "its message) falls in the window. Default settings: redisbeat's entry cache of "
         "10,000 holds a fifth of the entries."
+    )
+    return table
+
+
+def _cold_row(rig: Rig, profile: Profile, name: str, **env: str) -> dict[str, Any]:
+    """The cold start's rate row, the beat's environment added to with ``env``."""
+    rate, adapter = profile.cold_rate, rig.adapter(name)
+    fires, cost = measure_rate(rig, adapter, rate, 1, profile, cold_s=profile.cold_seconds, env=env)
+    adapter.clear()
+    return rate_row(name, rate, 1, fires, cost)
+
+
+def instrumented(rig: Rig, profile: Profile, schedulers: list[str]) -> Table:
+    """The cold start without and with a ``before_task_publish`` receiver that writes a trace
+    context into each message's headers, as OpenTelemetry's Celery instrumentation does: a
+    receiver may change every message, so redisbeat cannot reuse a built one."""
+    rate, seconds = profile.cold_rate, profile.cold_seconds
+    table = Table(
+        "instrumented",
+        f"Instrumented: the cold start with a before_task_publish receiver, {rate:,} fires/s",
+        INSTRUMENTED_COLUMNS,
+    )
+    if REDISBEAT not in schedulers:
+        return table
+    assert rig.sink is not None
+    rows: list[dict[str, Any]] = []
+    for receiver, env in (("none", {}), ("traceparent", {"BENCH_RECEIVER": "1"})):
+        row = {"receiver": receiver, **_cold_row(rig, profile, REDISBEAT, **env)}
+        row["with traceparent"] = rig.sink.with_header("traceparent")
+        base = rows[0] if rows else row
+        sent, cpu = base["sustained/s"], base["beat CPU s / 1000"]
+        row["vs none"] = round(row["sustained/s"] / sent, 2) if sent else None
+        row["CPU vs none"] = round(row["beat CPU s / 1000"] / cpu, 2) if cpu else None
+        rows.append(row)
+    table.rows += rows
+    table.notes.append(
+        f"The cold-start run ({rate:,} fires/s, the first {seconds:g} s from the first "
+        "occurrence, one beat, default settings) twice, one after the other: as it is, then "
+        "with `BENCH_RECEIVER=1`, which connects a `before_task_publish` receiver in the "
+        "beat's app that looks up the task, takes its id and writes a new W3C `traceparent` "
+        "into the message's headers (what OpenTelemetry's Celery instrumentation does, "
+        "without its SDK). 'with traceparent' counts the run's messages carrying it; "
+        "'beat CPU s / 1000' is CPU ms per message."
     )
     return table
 
@@ -128,40 +176,3 @@ def _round_trips_of(rig: Rig, profile: Profile, name: str) -> dict[str, Any]:
         "claims": claims or "",
         "round trips / claim batch": round(trips / claims, 2) if claims else "",
     }
-
-
-def scale_out(rig: Rig, profile: Profile, schedulers: list[str], capacity_table: Table) -> Table:
-    table = Table(
-        "scale-out",
-        "Scale-out: redisbeat with more beats at the same offered rate",
-        [*RATE_COLUMNS, "vs one beat"],
-        axes=("beats", "sustained fires/s"),
-    )
-    if REDISBEAT not in schedulers:
-        return table
-    # Twice what one beat sustained: more than one beat can do.
-    kept = [r["sustained/s"] for r in capacity_table.rows if r["scheduler"] == REDISBEAT]
-    rate = 2 * max(kept) if kept else max(profile.rates[REDISBEAT])
-    adapter = rig.adapter(REDISBEAT)
-    single = measure_rate(rig, adapter, rate, 1, profile)
-    how = "twice the most one beat sustained in the capacity run"
-    if 2 * single[0].fires_per_s > rate * 1.05:
-        # One beat did more than half of it (the capacity run kept up at its top rate, so
-        # it never found one beat's limit): offer twice what one beat did here, so that
-        # the offer does not cap what more beats can show.
-        rate = int(round(2 * single[0].fires_per_s, -1))
-        single = measure_rate(rig, adapter, rate, 1, profile)
-        how = "twice what one beat sustained when offered twice the capacity run's most"
-    base = single[0].fires_per_s
-    for beats in profile.scale_beats:
-        fires, cost = single if beats == 1 else measure_rate(rig, adapter, rate, beats, profile)
-        row = rate_row(REDISBEAT, rate, beats, fires, cost)
-        row["vs one beat"] = round(fires.fires_per_s / base, 2) if base else ""
-        table.rows.append(row)
-        table.series.setdefault(REDISBEAT, []).append((beats, fires.fires_per_s))
-    adapter.clear()
-    table.notes.append(
-        f"Offered {rate:,} fires/s, {how}. "
-        "celery-redbeat and django-celery-beat run one active beat whatever is started."
-    )
-    return table
