@@ -179,8 +179,23 @@ bench: $(BENCH_STAMP) redis-server postgresql
 
 # Two beats, a worker and the Django admin on a private redis-server; Ctrl-C stops it all.
 # DEMO_SECONDS=30 make demo runs 30 s and fails if an occurrence ran twice or not at all.
-demo: venv redis-server
-	$(PY) example_project/demo.py
+# The demo needs redisbeat with its Django app and the test kit's private servers, nothing
+# of the dev extra: a venv of its own, installed from the source tree (again when it changes).
+DEMO_VENV    := .venv-demo
+DEMO_STAMP   := $(DEMO_VENV)/.installed-demo
+DEMO_SOURCES := pyproject.toml testkit/pyproject.toml \
+	$(shell find redisbeat redisbeat_django testkit/redisbeat_testkit -name __pycache__ -prune -o -type f -print)
+
+$(DEMO_STAMP): $(DEMO_SOURCES)
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || \
+		{ echo "redisbeat needs Python >= 3.10 ($(PYTHON) is older)"; exit 1; }
+	test -x $(DEMO_VENV)/bin/python || $(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(DEMO_VENV)/bin/python -m pip install --quiet '.[django]' ./testkit
+	touch $@
+
+demo: $(DEMO_STAMP) redis-server
+	$(DEMO_VENV)/bin/python example_project/demo.py
 
 clean:
-	rm -rf $(VENV) $(OLDEST_VENV) .venv-matrix .venv-servers $(DIST_DIR) build/matrix .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(OLDEST_VENV) $(DEMO_VENV) .venv-matrix .venv-servers $(DIST_DIR) build/matrix .pytest_cache .mypy_cache .ruff_cache
