@@ -310,6 +310,44 @@ def test_list_filters_by_state_source_task_and_name(cli, store):
     assert names("--name", "a.*", "--task", "*report") == ["a.report"]
 
 
+def test_a_list_filtered_by_source_or_name_reads_only_what_can_match(cli, store, client):
+    # 3,000 entries, 40 of them the api's: a filter by source reads the 40 through the
+    # source's index, one by an exact name reads one, and one that matches nothing reads none.
+    now = datetime.now(timezone.utc)
+    store.upsert_many(
+        Entry(f"c{i:04d}", "proj.ping", Interval(60), source="config") for i in range(3000)
+    )
+    mine = [Entry(f"a{i:02d}", "proj.ping", Interval(3600), start_at=now) for i in range(38)]
+    mine.append(Entry("a.off", "proj.ping", Interval(60), enabled=False))
+    mine.append(Entry("a.soon", "proj.ping", Interval(60), start_at=now + timedelta(hours=2)))
+    store.upsert_many(mine)
+
+    def listed(*args: str) -> tuple[list[str], int]:
+        client.config_resetstat()
+        rows = as_json(cli("list", "--json", "--limit", "0", *args))["entries"]
+        stats = client.info("commandstats")
+        read = sum(v["calls"] for k, v in stats.items() if k in READS)
+        return [row["name"] for row in rows], read
+
+    assert listed("--task", "nosuch")[1] > 20  # no index: every entry is read
+    names, read = listed("--source", "api")
+    assert names == [*(f"a{i:02d}" for i in range(38)), "a.soon", "a.off"]
+    assert read < 20, read  # a handful of pipelined reads, not a walk of 3,040 entries
+    assert listed("--source", "nosuch") == ([], 0)
+    names, read = listed("--name", "c1234")
+    assert names == ["c1234"] and read < 10
+    names, _ = listed("--source", "api", "--disabled")
+    assert names == ["a.off"]
+    # Pages of a filtered list go on from their own cursors.
+    page = as_json(cli("list", "--json", "--source", "api", "--limit", "39"))
+    rest = as_json(cli("list", "--json", "--source", "api", "--after", page["next"]))
+    assert [r["name"] for r in rest["entries"]] == ["a.off"]
+
+
+#: The commands a walk reads entries with (a command counts as a read per call, pipelined or not).
+READS = {f"cmdstat_{c}" for c in ("zrangebyscore", "hscan", "hmget", "zmscore", "zscore")}
+
+
 def test_the_walk_pages_through_shards_and_ties_at_every_cursor(
     sharded_stores, redis_server, prefix
 ):

@@ -53,9 +53,9 @@ def list_entries(
     A list that stops at --limit ends with the cursor to go on from (--after).
     """
     if after is None and enabled is False:
-        after = "u:0:0:"  # a disabled entry has no next run: skip the schedule
+        after = "n:"  # a disabled entry has no next run: skip the schedule
     try:
-        walk = tool.store.walk(after)
+        walk = tool.store.walk(after, source=source, name=name)
         page = _Page((row for row in walk if _matches(row, enabled, source, task, name)), limit)
         if as_json:
             _print_json(page)

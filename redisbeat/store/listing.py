@@ -27,6 +27,8 @@ from .run_state import EntryState
 
 #: How many entries one read of a walk asks for.
 PAGE = 1000
+#: The most names a source's index may hold for a filtered walk to read only them.
+INDEXED_AT_MOST = 100_000
 
 
 @dataclass(frozen=True)
@@ -62,9 +64,28 @@ class EntryListing(EntryReads):
     """The walk and the counts."""
 
     @translated
-    def walk(self, after: str | None = None, *, page: int = PAGE) -> Iterator[Listed]:
-        """Every entry: those with a next run first, soonest first, then the others."""
+    def walk(
+        self,
+        after: str | None = None,
+        *,
+        page: int = PAGE,
+        source: str | None = None,
+        name: str | None = None,
+    ) -> Iterator[Listed]:
+        """Every entry: those with a next run first, soonest first, then the others.
+
+        Given a ``source`` or an exact ``name``, a walk may yield only the entries that can
+        match (from the source's index of names, when it holds at most
+        :data:`INDEXED_AT_MOST`), so a filter that matches little reads little: the caller
+        still filters the rows. Such a walk's cursors for entries with no next run are its
+        own (``n:``)."""
+        named = self._named(source, name, after)
+        if named is not None:
+            yield from self._loaded(named, page)
+            return
         kind, _, rest = (after or "s:").partition(":")
+        if kind == "n" and not rest:  # only those with no next run, the index could not say
+            kind, rest = "u", "0:0:"
         if kind not in ("s", "u"):
             raise ValueError(f"not a cursor of this walk: {after!r}")
         if kind == "s":
@@ -126,6 +147,63 @@ class EntryListing(EntryReads):
                 cursor = following
                 if cursor == 0:
                     break
+
+    def _named(
+        self, source: str | None, name: str | None, after: str | None
+    ) -> Iterator[tuple[str, str]] | None:
+        """The rows of the names a filter can match, in the walk's order (None: the index
+        cannot answer, walk everything)."""
+        kind, _, rest = (after or "s:").partition(":")
+        if kind not in ("s", "n") or (source is None and name is None):
+            return None
+        if name is not None and not any(c in name for c in "*?["):
+            names = {name}
+        elif source is not None:
+            found = self._source_names(source)
+            if found is None:
+                return None
+            names = found
+        else:
+            return None
+        return self._ordered(sorted(names), kind, rest)
+
+    def _source_names(self, source: str) -> set[str] | None:
+        """The names a source owns, by its index (None: too many to hold)."""
+        shards = self.all_shards()
+        pipe = self.client.pipeline(transaction=False)
+        for shard in shards:
+            pipe.scard(shard.keys.source(source))
+        if sum(pipe.execute()) > INDEXED_AT_MOST:
+            return None
+        names: set[str] = set()
+        for shard in shards:
+            names.update(text(n) for n in self.client.sscan_iter(shard.keys.source(source)))
+        return names
+
+    def _ordered(self, names: list[str], kind: str, rest: str) -> Iterator[tuple[str, str]]:
+        """``names`` as the walk orders them, after the cursor ``kind:rest``."""
+        scores: dict[str, float | None] = {}
+        for chunk in range(0, len(names), PAGE):
+            by_shard: dict[int, list[str]] = {}
+            for n, index in self.located(names[chunk : chunk + PAGE]).items():
+                by_shard.setdefault(index, []).append(n)
+            pipe = self.client.pipeline(transaction=False)
+            for index, part in by_shard.items():
+                members: list[Any] = [wire(n) for n in part]  # bytes are members too
+                pipe.zmscore(self.shard_scripts[index].keys.schedule, members)
+            for part, found in zip(by_shard.values(), pipe.execute(), strict=True):
+                scores.update(zip(part, found, strict=True))
+        due = sorted((float(v), n) for n, v in scores.items() if v is not None)
+        if kind == "s":
+            score, _, after_name = rest.partition(":")
+            start = (float(score), after_name) if score else None
+            for row in due:
+                if start is None or row > start:
+                    yield row[1], f"s:{row[0]!r}:{row[1]}"
+            rest = ""
+        for n in names:  # sorted
+            if scores[n] is None and n > rest:
+                yield n, f"n:{n}"
 
     def _loaded(self, rows: Iterator[tuple[str, str]], page: int) -> Iterator[Listed]:
         """Rows with their definitions and states, read a page at a time."""
