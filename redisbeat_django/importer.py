@@ -7,7 +7,7 @@ transaction with bulk writes, so their push to Redis happens once, after the com
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.apps import apps
@@ -15,9 +15,12 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from redisbeat.errors import ConfigurationError
+from redisbeat.errors import ConfigurationError, RedisBeatError
 
+from .conf import celery_app
 from .conversion import IMPORTED_FIELDS, NotImportable, convert, describe_error
+from .entries import to_entry
+from .first_sends import difference
 from .models import PeriodicTask
 
 SOURCE_APP = "django_celery_beat"
@@ -39,9 +42,12 @@ class Outcome:
     name: str
     status: str  # one of STATUSES
     reason: str = ""
+    #: How its sends will differ from django-celery-beat's ('' when they will not).
+    differs: str = ""
 
     def __str__(self) -> str:
-        return f"{self.name}: {self.status}" + (f": {self.reason}" if self.reason else "")
+        text = f"{self.name}: {self.status}" + (f": {self.reason}" if self.reason else "")
+        return text + (f" (differs: {self.differs})" if self.differs else "")
 
 
 @dataclass
@@ -83,6 +89,7 @@ def import_tasks(
     tasks = source.objects.select_related("interval", "crontab", "solar", "clocked")
     tasks = tasks.filter(name__in=wanted) if wanted else tasks.all()
     report = ImportReport(dry_run=dry_run)
+    zone = str(celery_app().conf.timezone or "UTC")
     with transaction.atomic():
         tasks = list(tasks.order_by("name"))
         existing = PeriodicTask.objects.in_bulk([t.name for t in tasks], field_name="name")
@@ -90,6 +97,8 @@ def import_tasks(
         changed: list[PeriodicTask] = []
         for task in tasks:
             outcome, row = _import_one(task, existing.get(task.name))
+            if row is not None:
+                outcome = _compared(outcome, task, row, zone)
             report.outcomes.append(outcome)
             if outcome.status == "imported" and row is not None:
                 created.append(row)
@@ -134,6 +143,15 @@ def _import_one(task: Any, row: PeriodicTask | None) -> tuple[Outcome, PeriodicT
     except ValidationError as exc:
         return Outcome(task.name, "failed", describe_error(exc)), None
     return Outcome(task.name, status), row
+
+
+def _compared(outcome: Outcome, task: Any, row: PeriodicTask, zone: str) -> Outcome:
+    """The outcome, with how the task's first send will differ from django-celery-beat's."""
+    try:
+        entry = to_entry(row)
+    except RedisBeatError:
+        return outcome
+    return replace(outcome, differs=difference(task, entry, timezone.now(), zone))
 
 
 def _write(created: list[PeriodicTask], changed: list[PeriodicTask]) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from io import StringIO
 from types import SimpleNamespace
@@ -304,3 +304,23 @@ def test_an_imported_task_sends_every_option_django_celery_beat_puts_on_its_mess
         k: v for k, v in theirs.items() if k != "expires"
     }
     assert PeriodicTask.objects.get(name="paris-report").expire_at_end
+
+
+def test_the_report_says_per_task_where_its_first_send_differs_from_django_celery_beat(
+    rb_store,
+):
+    # Never run with a start time that passed: django-celery-beat sends it at once (it
+    # back-dates the last run); redisbeat at the next occurrence. A task that ran 10 s ago
+    # every 30 s: django-celery-beat next sends it 30 s after that run; redisbeat schedules
+    # from the definition. A task that never ran and has no start time: the same both ways.
+    now = datetime.now(timezone.utc)
+    daily = crontab(minute="0", hour="4", timezone="UTC")
+    source("backdated", crontab=daily, start_time=now - timedelta(days=2))
+    source("ran", interval=every(30, "seconds"), last_run_at=now - timedelta(seconds=10))
+    source("plain", interval=every(30, "seconds"))
+    lines = {line.split(":")[0]: line for line in run()}
+    assert "first sent at" in lines["backdated"] and "at once by django-celery-beat" in (
+        lines["backdated"]
+    ), lines["backdated"]
+    assert "(differs: " in lines["ran"] and "by django-celery-beat" in lines["ran"], lines["ran"]
+    assert "differs" not in lines["plain"], lines["plain"]
