@@ -192,3 +192,49 @@ def test_the_dashboard_and_alert_rules_use_only_metrics_a_beat_serves():
     for expr in exprs:
         for name in re.findall(r"\bredisbeat_\w+", expr):
             assert name in served, (name, expr)
+
+
+def test_several_beats_on_one_host_serve_their_metrics_on_one_port(
+    redis_server, prefix, store, beats_for, tmp_path
+):
+    # prometheus-client's multiprocess mode: both beats count into one directory; the one
+    # that holds the port serves both, and when it stops the other takes the port over.
+    store.upsert_many([every(f"e{i}", 0.5) for i in range(100)])
+    port, shared = free_port(), tmp_path / "prometheus"
+    shared.mkdir()
+    beats = beats_for(
+        redis_server,
+        prefix,
+        TEST_METRICS_PORT=str(port),
+        TEST_HEARTBEAT="0.5",
+        PROMETHEUS_MULTIPROC_DIR=str(shared),
+    )
+    first, second = beats.start(2)
+    key = 'redisbeat_sent_total{source="api",task="proj.ping"}'
+
+    def sends_of_both() -> dict[str, float] | None:
+        try:
+            samples = scrape(port)
+        except OSError:
+            return None
+        outputs = first.output() + second.output()
+        both = outputs.count("Scheduler: Sending due task") >= 400
+        return samples if both and samples.get(key, 0) >= 400 else None
+
+    samples = wait_until(sends_of_both, 60, "both beats' sends on one port")
+    assert samples["redisbeat_entries"] == len(store)
+    serving, other = (first, second) if "serving metrics" in first.output() else (second, first)
+    assert "another process serves this host's beats' metrics" in other.output()
+    counted = samples[key]
+    serving.process.terminate()
+    serving.process.wait(30)
+
+    def taken_over() -> dict[str, float] | None:
+        try:
+            now = scrape(port)
+        except OSError:
+            return None
+        return now if now.get(key, 0) > counted else None
+
+    wait_until(taken_over, 60, "the other beat to serve the metrics of both")
+    assert "serving metrics" in other.output()

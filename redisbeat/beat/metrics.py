@@ -1,6 +1,12 @@
 """Prometheus metrics of one beat, served on ``redisbeat_metrics_port`` (the ``metrics``
 extra installs prometheus-client).
 
+Several beats on one host share one port in prometheus-client's multiprocess mode
+(``PROMETHEUS_MULTIPROC_DIR`` set for every beat): each beat writes its samples to that
+directory, and whichever beat holds the port serves them all, counters summed and the
+deployment's gauges as last read; when it stops, another beat takes the port at its next
+reading of the gauges.
+
 Labels stay few whatever the schedule's size: task name and source, never the entry, so a
 million entries make as many series as a handful. The gauges of the deployment (entries,
 due, quarantined, beats alive) are read at the beat's heartbeat, a few commands every
@@ -10,6 +16,7 @@ due, quarantined, beats alive) are read at the beat's heartbeat, a few commands 
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 from ..config import Config
@@ -22,6 +29,8 @@ LATENESS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
 BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 #: An entry due for longer than this (seconds) and not claimed counts as overdue.
 OVERDUE_AFTER = 60.0
+#: Where prometheus-client's multiprocess mode keeps every process's samples.
+MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
 
 
 class Metrics:
@@ -35,17 +44,46 @@ class Metrics:
                 "redisbeat_metrics_port is set but prometheus-client is not installed: "
                 "pip install 'celery-redisbeat[metrics]'"
             ) from None
+        self._prom, self._port, self._address = prom, port, address
+        self.shared = bool(os.environ.get(MULTIPROC_DIR))
         self.registry = prom.CollectorRegistry()
         self._define(prom)
+        served = self.registry
+        if self.shared:  # every beat's samples, from the directory
+            from prometheus_client import multiprocess
+
+            served = prom.CollectorRegistry()
+            multiprocess.MultiProcessCollector(served)  # type: ignore[no-untyped-call]
+        self._served = served
+        self._server: Any = None
+        self._thread: Any = None
+        self._told = False
+        self.keep_served()
+
+    def keep_served(self) -> None:
+        """Serve on the port, unless already; shared, a port another beat holds is no error
+        (that beat serves this one's samples too), and is tried again next time."""
+        if self._server is not None:
+            return
         try:
-            self._server, self._thread = prom.start_http_server(
-                port, addr=address, registry=self.registry
+            self._server, self._thread = self._prom.start_http_server(
+                self._port, addr=self._address, registry=self._served
             )
         except OSError as exc:
-            raise ConfigurationError(
-                f"redisbeat_metrics_port: cannot serve metrics on {address}:{port}: {exc}"
-            ) from None
-        log.info("redisbeat: serving metrics on http://%s:%d/metrics", address, port)
+            if not self.shared:
+                raise ConfigurationError(
+                    f"redisbeat_metrics_port: cannot serve metrics on {self._address}:"
+                    f"{self._port}: {exc}; for several beats on one host, set "
+                    f"{MULTIPROC_DIR} for them all to share the port, or give each its own"
+                ) from None
+            if not self._told:
+                self._told = True
+                log.info(
+                    "redisbeat: another process serves this host's beats' metrics on port %d",
+                    self._port,
+                )
+            return
+        log.info("redisbeat: serving metrics on http://%s:%d/metrics", self._address, self._port)
 
     def _define(self, prom: Any) -> None:
         registry = self.registry
@@ -76,18 +114,18 @@ class Metrics:
         self.redis_errors = prom.Counter(
             "redisbeat_redis_errors", "Redis calls that failed.", ["kind"], registry=registry
         )
-        self.entries = prom.Gauge("redisbeat_entries", "Entries stored.", registry=registry)
-        self.due = prom.Gauge("redisbeat_due", "Entries due and not claimed.", registry=registry)
+        # The same on every beat: shared, the one read last stands.
+        gauge = {"registry": registry, "multiprocess_mode": "mostrecent"}
+        self.entries = prom.Gauge("redisbeat_entries", "Entries stored.", **gauge)
+        self.due = prom.Gauge("redisbeat_due", "Entries due and not claimed.", **gauge)
         self.overdue = prom.Gauge(
             "redisbeat_overdue",
             f"Entries due for over {OVERDUE_AFTER:g} s and not claimed.",
-            registry=registry,
+            **gauge,
         )
-        self.quarantined = prom.Gauge(
-            "redisbeat_quarantined", "Definitions set aside.", registry=registry
-        )
+        self.quarantined = prom.Gauge("redisbeat_quarantined", "Definitions set aside.", **gauge)
         self.beats_alive = prom.Gauge(
-            "redisbeat_beats_alive", "Beats with a recent heartbeat.", registry=registry
+            "redisbeat_beats_alive", "Beats with a recent heartbeat.", **gauge
         )
 
     @classmethod
@@ -105,6 +143,12 @@ class Metrics:
         self.beats_alive.set(beats_alive)
 
     def close(self) -> None:
+        if self.shared:
+            from prometheus_client import multiprocess
+
+            multiprocess.mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]
+        if self._server is None:
+            return
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(5)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from .. import signals
 from ..schedule.clock import from_ms
 from ..schedule.entry import Entry
-from ..store import ScheduleStore
+from ..store import ScheduleStore, persistence
 from ..store.errors import StoreError
 from ..store.keys import bare, lane_of
 from ..store.records import FinishResult, Outcome
@@ -27,8 +27,16 @@ def shown_name(name: str) -> str:
 class Observer:
     """One beat's reports: called by its loop, sent on to receivers and metrics."""
 
-    def __init__(self, beat_id: str, activity: Activity, quarantine_after: int = 3) -> None:
+    def __init__(
+        self,
+        beat_id: str,
+        activity: Activity,
+        quarantine_after: int = 3,
+        persistence_warning: bool = True,
+    ) -> None:
         self.beat_id = beat_id
+        #: Warn at the start when the store's Redis keeps nothing on disk.
+        self.persistence_warning = persistence_warning
         #: Where misses are counted, for the summary line (never a line per miss).
         self.activity = activity
         self.quarantine_after = quarantine_after
@@ -57,6 +65,19 @@ class Observer:
         except StoreError as exc:
             found = f"could not count beats and entries: {exc.trouble.kind}"
         log.info("redisbeat: beat %s started on %s: %s", self.beat_id, store.describe(), found)
+        if self.persistence_warning:
+            self._warn_if_volatile(store)
+
+    def _warn_if_volatile(self, store: ScheduleStore) -> None:
+        """Say once, at the start, that the store's Redis keeps nothing on disk (best
+        effort: a server that will not say, or stops answering, is not warned about)."""
+        try:
+            volatile = store.volatile_servers()
+        except StoreError as exc:
+            log.debug("redisbeat: could not ask whether Redis keeps data on disk: %s", exc)
+            return
+        for where in volatile:
+            log.warning("redisbeat: %s", persistence.warning(where))
 
     def sent(self, entry: Entry, outcome: Outcome, late_ms: int, recovered: bool) -> None:
         """An occurrence went out."""
@@ -175,6 +196,7 @@ class Observer:
         self._alive = alive
         if self.metrics is not None:
             self.metrics.deployment(store.counts(OVERDUE_AFTER), len(alive))
+            self.metrics.keep_served()  # shared with other beats: take the port if it is free
 
     def stopped(self) -> None:
         """This beat deregistered."""
