@@ -32,11 +32,13 @@ def now_ms() -> int:
 
 
 class QueuePopper:
-    """Pops the broker queue in a thread and stamps each message with its arrival time."""
+    """Pops the broker queue in a thread and stamps each message with its arrival time;
+    ``forward_to``: pushes each onto that queue too, for a worker to consume."""
 
-    def __init__(self, url: str, queue: str = "celery") -> None:
+    def __init__(self, url: str, queue: str = "celery", forward_to: str | None = None) -> None:
         self.client = redis.Redis.from_url(url)
         self.queue = queue
+        self.forward_to = forward_to
         #: (arrival ms, raw message), appended by the popping thread only.
         self.raw: list[tuple[int, bytes]] = []
         self._stop = threading.Event()
@@ -54,9 +56,15 @@ class QueuePopper:
             if popped is None:
                 continue
             self.raw.append((now_ms(), popped[1]))
+            self._forward([popped[1]])
             while more := self.client.lpop(self.queue, 500):
                 arrived = now_ms()
                 self.raw += [(arrived, raw) for raw in cast(list[bytes], more)]
+                self._forward(cast(list[bytes], more))
+
+    def _forward(self, raws: list[bytes]) -> None:
+        if self.forward_to is not None:
+            self.client.lpush(self.forward_to, *raws)
 
     def stop_popping(self) -> None:
         """Stop once the queue is empty (or after 10 s)."""

@@ -1,7 +1,9 @@
-"""Measure the Django side at scale: the admin change list with N periodic tasks, and how
-long an admin edit takes to reach Redis.
+"""Measure the Django side at scale: the admin change list with N periodic tasks, the
+deployment overview with them and M delayed tasks pending, and how long an admin edit takes
+to reach Redis.
 
-    .venv/bin/python -m benchmarks.django_admin [--tasks 100000] [--requests 20]
+    .venv/bin/python -m benchmarks.django_admin [--tasks 100000] [--delayed 1000000]
+        [--requests 20]
 
 Starts its own redis-server and SQLite database in a temporary directory, with the Django
 project of the tests (:mod:`redisbeat_testkit.djangosite`); prints a table.
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import tempfile
 import time
@@ -38,6 +41,7 @@ def redis_calls(client: Any) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=100_000)
+    parser.add_argument("--delayed", type=int, default=1_000_000)
     parser.add_argument("--requests", type=int, default=20)
     args = parser.parse_args()
 
@@ -95,6 +99,11 @@ def run(args: argparse.Namespace, workdir: Path, server: Any) -> None:
     assert len(store.names("django")) == args.tasks
     rows.append((f"create {args.tasks:,} rows + push to Redis", f"{created:.1f} s"))
 
+    start = time.perf_counter()
+    load_delayed(store, args.delayed)
+    rows.append((f"load {args.delayed:,} delayed tasks", f"{time.perf_counter() - start:.1f} s"))
+    record_summaries(store, beats=10, periods=60)
+
     User.objects.create_superuser("admin", "admin@example.com", "pw")
     client = Client()
     client.login(username="admin", password="pw")
@@ -105,6 +114,10 @@ def run(args: argparse.Namespace, workdir: Path, server: Any) -> None:
         "change list, last page": f"{base}?p={args.tasks // 100 - 1}",
         "change list, search by name": f"{base}?q=task-09999",
         "change list, filter disabled": f"{base}?enabled__exact=0",
+        "overview, page": f"{base}overview/",
+        "overview, refreshed part": f"{base}overview/live/",
+        "overview, JSON": f"{base}overview/json/",
+        **entries_pages(store, args.tasks),
     }
     for label, url in pages.items():
         response = client.get(url)
@@ -125,6 +138,7 @@ def run(args: argparse.Namespace, workdir: Path, server: Any) -> None:
             (
                 label,
                 f"p50 {statistics.median(times):.0f} ms, p95 {percentile(times, 0.95):.0f} ms, "
+                f"p99 {percentile(times, 0.99):.0f} ms, "
                 f"{queries} SQL queries, {commands} Redis commands",
             )
         )
@@ -147,12 +161,14 @@ def run(args: argparse.Namespace, workdir: Path, server: Any) -> None:
         "month_of_year": "*",
         "enabled": "on",
         "catch_up": "once",
+        "overlap": "allow",
     }
     latencies = []
     for every in range(10, 10 + args.requests * 2):
         start = time.perf_counter()
         response = client.post(change, {**form, "every": str(every)})
-        assert response.status_code == 302, response.content[:2000]
+        errors = re.findall(r"errorlist[^>]*>(.*?)</ul>", response.content.decode(), re.S)
+        assert response.status_code == 302, errors
         while store.get(row.name).schedule.every != every:  # type: ignore[union-attr]
             pass
         latencies.append((time.perf_counter() - start) * 1000)
@@ -167,6 +183,46 @@ def run(args: argparse.Namespace, workdir: Path, server: Any) -> None:
     print(f"{'measure':<{width}}  result")
     for label, value in rows:
         print(f"{label:<{width}}  {value}")
+
+
+def load_delayed(store: Any, count: int) -> None:
+    """``count`` delayed tasks a day ahead, a millisecond apart, with ``delay_many`` (as
+    benchmarks/bench/scenarios/delayed.py loads them), 10,000 to a call."""
+    from redisbeat.schedule.clock import from_ms
+
+    base = store.now_ms() + 86_400_000
+    for first in range(0, count, 10_000):
+        store.delay_many(
+            {"task": "reports.daily", "key": f"d{i:07d}", "eta": from_ms(base + i)}
+            for i in range(first, min(count, first + 10_000))
+        )
+
+
+def record_summaries(store: Any, beats: int, periods: int) -> None:
+    """An hour of summaries from ``beats`` beats, as they record them."""
+    summary = {"seconds": 60.0, "sent": 3000, "late_p50_ms": 2, "late_p99_ms": 9, "missed": 0}
+    for period in range(periods):
+        for beat in range(beats):
+            store.record_activity(f"bench-{beat}:1:{period}", summary, 180)
+
+
+def entries_pages(store: Any, tasks: int) -> dict[str, str]:
+    """The Entries page (every entry in Redis, whatever its source): ten API entries beside
+    the rows, one of them paused, and the pages to time."""
+    from redisbeat import Entry
+    from redisbeat.schedule.kinds import Interval
+
+    store.upsert_many(Entry(f"api-{i}", "proj.ping", Interval(300 + i)) for i in range(10))
+    store.pause("api-3", None, "benchmark")
+    base = "/admin/redisbeat_django/entry/"
+    return {
+        "entries, first page": base,
+        "entries, filter source api (its index)": f"{base}?source=api",
+        f"entries, filter source django ({tasks:,}: walked)": f"{base}?source=django",
+        "entries, filter paused (bounded walk)": f"{base}?state=paused",
+        "entries, search exact name (index)": f"{base}?q=task-099999",
+        "entries, search pattern (bounded walk)": f"{base}?q=*-0999*",
+    }
 
 
 if __name__ == "__main__":

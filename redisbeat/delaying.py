@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from .errors import InvalidEntry
+from .schedule.task_names import check_task
 from .store import ScheduleStore
 
 _stores: weakref.WeakKeyDictionary[Any, ScheduleStore] = weakref.WeakKeyDictionary()
@@ -44,16 +44,9 @@ def delay(
     """Send ``task`` (a name, a Celery task or a signature) once, at ``eta`` or after
     ``countdown`` seconds by the Redis clock; returns its key. A task name the app does not
     know is refused when the app has tasks of its own registered (a typo would otherwise
-    wait silently to fail on the worker)."""
+    wait silently to fail on the worker), unless ``redisbeat_check_task_names`` is False."""
     if isinstance(task, str):
-        check_known(app, task, key)
+        check_task(app, key or "?", task)
     return store_for(app).delay(
         task, args, kwargs, eta=eta, countdown=countdown, key=key, owner=owner, options=options
     )
-
-
-def check_known(app: Any, name: str, key: str | None) -> None:
-    tasks = app.tasks
-    own = [n for n in tasks if not n.startswith("celery.")]
-    if own and name not in tasks:
-        raise InvalidEntry(key or "?", "task", f"{name!r} is not a task of app {app.main!r}")

@@ -43,8 +43,9 @@ entry_recovered = Signal(name="entry_recovered")
 #: the occurrence sent or skipped after them; the missed ones fell due before).
 occurrence_missed = Signal(name="occurrence_missed")
 
-#: An entry was set aside: its definition does not load, or its sends failed
-#: ``redisbeat_quarantine_after`` times in a row. Arguments: ``name``, ``error``.
+#: An entry was set aside: its definition does not load, its sends failed
+#: ``redisbeat_quarantine_after`` times in a row, or its ``beat_schedule`` item is not a valid
+#: entry (sent by the beat that applies the configuration). Arguments: ``name``, ``error``.
 entry_quarantined = Signal(name="entry_quarantined")
 
 #: A beat appeared in the deployment (this one at its first heartbeat, others as this one

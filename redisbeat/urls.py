@@ -6,6 +6,7 @@ Each error names the setting and says what is wrong, without the password.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,8 @@ CLUSTER_SCHEMES = ("redis-cluster://", "rediss-cluster://")
 SENTINEL_PORT = 26379
 #: The port a cluster seed without one means (redis-server's default).
 REDIS_PORT = 6379
+#: A password given in the query (``?password=...``), which redis-py's from_url reads too.
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*")
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,7 @@ def redact(url: str) -> str:
     error message."""
     if ";" in url:
         return ";".join(redact(part) for part in url.split(";"))
+    url = _QUERY_PASSWORD.sub(r"\1***", url)
     if "@" not in url or "://" not in url:
         return url
     scheme, rest = url.split("://", 1)

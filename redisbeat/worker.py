@@ -10,7 +10,9 @@ and ``task_revoked`` signals; other tasks cost a header lookup. What it records 
 entries' ``overlap`` policies, their ``last_outcome`` and their history
 (``redisbeat_history_size``). A run whose worker dies mid-way stops counting as running
 after ``redisbeat_run_expiry_seconds``. Redis being unreachable never fails a task: the
-event is logged and dropped.
+event is logged and dropped. The same hook drops copies of a run as they arrive
+(:mod:`redisbeat.duplicates`); a delayed task's start and end (its message carries the
+``redisbeat_key`` header) are recorded for that check only.
 """
 
 from __future__ import annotations
@@ -24,15 +26,12 @@ from typing import Any
 from celery import signals
 
 from .config import Config
+from .duplicates import DUE_HEADER, ENTRY_HEADER, KEY_HEADER, Deduplicate
 from .errors import RedisBeatError
 from .store import ScheduleStore
 from .store.errors import StoreError
 
 log = logging.getLogger(__name__)
-
-#: The header naming the entry a message was sent for, and the one with its due time.
-ENTRY_HEADER = "redisbeat_entry"
-DUE_HEADER = "redisbeat_due"
 
 _lock = threading.Lock()
 #: The apps whose runs are recorded, each with its store (made in the process that uses it).
@@ -42,10 +41,14 @@ _failures: dict[str, str] = {}
 
 
 def track_runs(app: Any) -> None:
-    """Record the runs of what redisbeat sent, on this worker, for ``app``."""
+    """Record the runs of what redisbeat sent, on this worker, for ``app``, and drop copies
+    of a run as they arrive (unless ``redisbeat_duplicate_window_seconds`` is 0): call it
+    before the worker starts."""
     with _lock:
         _tracked.setdefault(id(app), (app, 0, None))
         _connect()
+    if Config.from_app(app).duplicate_window_seconds > 0:
+        app.steps["consumer"].add(Deduplicate)
 
 
 def _on_worker_init(sender: Any = None, **_: Any) -> None:
@@ -91,22 +94,29 @@ def _header(request: Any, name: str) -> Any:
 
 def _record(app: Any, request: Any, what: str, **outcome: Any) -> None:
     entry = _header(request, ENTRY_HEADER)
-    if not isinstance(entry, str):
+    key = None if isinstance(entry, str) else _header(request, KEY_HEADER)
+    if not isinstance(entry, str) and not isinstance(key, str):
         return
     due = _header(request, DUE_HEADER)
     due_ms = due if isinstance(due, int) and not isinstance(due, bool) else None
     task_id = str(getattr(request, "id", "") or "")
     worker = str(getattr(request, "hostname", None) or socket.gethostname())
+    retries = getattr(request, "retries", 0)
+    retries = retries if isinstance(retries, int) and retries > 0 else 0
     try:
         store = _store(app)
         if store is None:
             return
-        if what == "start":
-            store.run_started(entry, task_id, due_ms, worker)
+        if isinstance(key, str):  # a delayed task: marked for the duplicate check only
+            store.mark_run("delayed", key, task_id, retries, what, worker)
+        elif what == "start":
+            store.run_started(str(entry), task_id, due_ms, worker, retries)
         else:
-            store.run_ended(entry, task_id, due_ms, worker, **outcome)
+            store.run_ended(str(entry), task_id, due_ms, worker, retries=retries, **outcome)
     except (StoreError, RedisBeatError) as exc:
-        log.warning("redisbeat: could not record the %s of %s (%s): %s", what, entry, task_id, exc)
+        log.warning(
+            "redisbeat: could not record the %s of %s (%s): %s", what, entry or key, task_id, exc
+        )
 
 
 def _started(sender: Any = None, task: Any = None, **_: Any) -> None:

@@ -27,14 +27,16 @@ from redisbeat.store.run_state import EntryState
 from . import sync
 from .columns import LIVE_ATTR, LIVE_COLUMNS, ChangeListColumns
 from .conf import get_store
+from .console.views import EntryAdmin
 from .delayed_admin import DelayedCallAdmin, DelayedTaskAdmin
 from .describe import format_time, name_list, store_trouble
 from .forms import PeriodicTaskForm
 from .models import PeriodicTask, SyncStatus
+from .overview import OverviewViews
 from .panels import HISTORY_FIELDS, STATUS_FIELDS, TEMPLATES, UNAVAILABLE, StatusPanels
 from .pausing import PauseAdmin
 
-__all__ = ["DelayedCallAdmin", "DelayedTaskAdmin", "PeriodicTaskAdmin"]
+__all__ = ["DelayedCallAdmin", "DelayedTaskAdmin", "EntryAdmin", "PeriodicTaskAdmin"]
 
 #: More than this many at once is more likely a "select all" by mistake than a wish.
 MAX_RUN_NOW = 1000
@@ -96,7 +98,14 @@ class PeriodicTaskAdmin(ChangeListColumns, StatusPanels, PauseAdmin, _ModelAdmin
         js = ("redisbeat_django/periodictask.js",)
 
     def get_fieldsets(self, request: HttpRequest, obj: PeriodicTask | None = None) -> Any:
-        task = ("name", "task", "args", "kwargs", "enabled", "description")
+        # The check box is for those who save (a view-only page would show it empty).
+        saves = (
+            self.has_add_permission(request)
+            if obj is None
+            else self.has_change_permission(request, obj)
+        )
+        skip = ("unregistered_ok",) if saves else ()
+        task = ("name", "task", *skip, "args", "kwargs", "enabled", "description")
         schedule = (
             "kind",
             ("every", "period"),
@@ -222,6 +231,7 @@ class PeriodicTaskAdmin(ChangeListColumns, StatusPanels, PauseAdmin, _ModelAdmin
         wrap = self.admin_site.admin_view
         return [
             path("beats/", wrap(self.beats_view), name=f"{info}_beats"),
+            *OverviewViews(self).urls(),
             path("<path:object_id>/run-now/", wrap(self.run_now_view), name=f"{info}_run_now"),
             path("<path:object_id>/pause/", wrap(self.pause_view), name=f"{info}_pause"),
             path("<path:object_id>/resume/", wrap(self.resume_view), name=f"{info}_resume"),

@@ -10,6 +10,7 @@ from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
 from redisbeat import ScheduleStore
+from redisbeat.schedule.task_names import registered_tasks
 
 _lock = threading.Lock()
 _store: ScheduleStore | None = None
@@ -45,9 +46,8 @@ def reset_store(**_: Any) -> None:
 
 def task_names() -> list[str]:
     """Registered Celery task names, for the admin's suggestions (Celery's own left out)."""
-    app = celery_app()
-    app.loader.import_default_modules()
-    return sorted(name for name in app.tasks if not name.startswith("celery."))
+    names = registered_tasks(celery_app())
+    return sorted(name for name in names if not name.startswith("celery."))
 
 
 setting_changed.connect(reset_store, dispatch_uid="redisbeat_django.reset_store")

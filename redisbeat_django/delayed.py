@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from redisbeat.delaying import check_known
 from redisbeat.schedule.delayed import Delay, change_of, check_key
+from redisbeat.schedule.task_names import check_task
 
 from .conf import celery_app, get_store
 from .models import CallKind, DelayedCall
@@ -52,7 +52,7 @@ def delay_many(
     delays = [Delay.from_item({k: v for k, v in i.items() if v is not None}) for i in items]
     app = celery_app()
     for d in delays:
-        check_known(app, d.task, d.key)
+        check_task(app, d.key, d.task)
     if on_commit:
         record([delay_row(d) for d in delays], using)
     else:

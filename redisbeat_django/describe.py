@@ -13,7 +13,6 @@ from typing import Any
 
 from django.utils import timezone as django_tz
 from django.utils.html import format_html
-from django.utils.timesince import timesince, timeuntil
 
 from redisbeat import Entry
 from redisbeat.errors import Incompatible, InvalidEntry, InvalidSchedule, RedisBeatError
@@ -21,18 +20,26 @@ from redisbeat.schedule.ids import jitter_ms
 from redisbeat.schedule.kinds import get_zone
 from redisbeat.schedule.timing import from_ms, to_ms
 from redisbeat.schedule.words import cron_text, dst_text, solar_text
+from redisbeat.store.errors import StoreError
 from redisbeat.store.run_state import EntryState, Passed
 
 from .conf import get_store
 from .entries import form_field
+from .timetext import relative
 
 NO_VALUE = "—"
 
 
 def store_trouble(exc: BaseException) -> str:
     """What a page says of a store call that failed: a server (or driver) redisbeat cannot
-    work with in its own one line, since no retry mends it; else that Redis is unavailable."""
-    return str(exc) if isinstance(exc, Incompatible) else f"Redis unavailable: {exc}"
+    work with, and trouble mended in the settings or the server's configuration (no password
+    given or a wrong one, TLS, an ACL denial, no such database), each in its own one line
+    that names the URL and the fix, since no retry mends it; else that Redis is unavailable."""
+    if isinstance(exc, Incompatible):
+        return str(exc)
+    if isinstance(exc, StoreError) and exc.trouble.misconfigured:
+        return exc.describe()
+    return f"Redis unavailable: {exc}"
 
 
 def default_zone() -> str:
@@ -121,13 +128,17 @@ def format_time(value: datetime | None, zone: tzinfo | None = None) -> str:
     return f"{text} {local.tzname()}"
 
 
-def time_cell(value: datetime | None) -> str:
-    """A change list cell: the time in Django's zone, "in 3 minutes" or "5 days ago" as title."""
+def time_cell(value: datetime | None, detail: str = "") -> str:
+    """A change list cell: "in 4 s" or "2 min ago", one line, with the exact time in Django's
+    current zone as its title, then ``detail`` (and in ``datetime``, for scripts)."""
     if value is None:
         return NO_VALUE
-    now = django_tz.now()
-    relative = f"in {timeuntil(value, now)}" if value > now else f"{timesince(value, now)} ago"
-    return format_html('<span title="{}">{}</span>', relative, format_time(value))
+    return format_html(
+        '<time class="rb-when" datetime="{}" title="{}">{}</time>',
+        value.isoformat(),
+        f"{format_time(value)}; {detail}" if detail else format_time(value),
+        relative(value, django_tz.now()),
+    )
 
 
 def name_list(names: list[str], most: int = 10) -> str:

@@ -15,13 +15,18 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from redisbeat.errors import EntryNotFound, InvalidEntry, RedisBeatError
+from redisbeat.schedule.task_names import checking, registered_tasks, unknown_tasks
 
-from .conf import get_store, task_names
+from .conf import celery_app, get_store, task_names
 from .describe import default_zone
 from .entries import SOURCE
 from .models import PeriodicTask
 
 log = logging.getLogger(__name__)
+
+#: The admin's way to save a task name the Celery app does not register (the check box).
+SKIP_LABEL = "Skip the task name check"
+SKIP = f"tick \u201c{SKIP_LABEL}\u201d"
 
 _JSON_INPUT = forms.Textarea(attrs={"rows": 2, "cols": 60, "spellcheck": "false"})
 
@@ -109,6 +114,20 @@ def _suggested_tasks() -> list[str]:
         return []
 
 
+def _unknown_task(name: str, task: str) -> str | None:
+    """Why the Celery app would not run ``task`` (None: it would, or it cannot tell)."""
+    try:
+        app = celery_app()
+        if not checking(app):
+            return None
+        registered = registered_tasks(app)
+    except Exception:  # a broken Celery app leaves the check to the workers
+        log.warning("redisbeat: could not list the registered Celery tasks", exc_info=True)
+        return None
+    problems = unknown_tasks([(name, task)], registered, app.main, SKIP)
+    return problems[0].message if problems else None
+
+
 if TYPE_CHECKING:
     _ModelForm = forms.ModelForm[PeriodicTask]
 else:  # ModelForm is generic only in the stubs
@@ -117,6 +136,12 @@ else:  # ModelForm is generic only in the stubs
 
 class PeriodicTaskForm(_ModelForm):
     """Schedule, task and routing of one periodic task; the model's ``clean`` checks the rest."""
+
+    unregistered_ok = forms.BooleanField(
+        required=False,
+        label=SKIP_LABEL,
+        help_text="Save a name the Celery app does not register (a task only workers import).",
+    )
 
     class Meta:
         model = PeriodicTask
@@ -143,6 +168,17 @@ class PeriodicTaskForm(_ModelForm):
             self.fields["timezone"] = forms.ChoiceField(
                 choices=choices, required=False, label=old.label, help_text=old.help_text
             )
+
+    def _post_clean(self) -> None:
+        # After the model's checks, which need the task on the instance (an error added
+        # earlier takes it away); a name saved before is not checked again.
+        super()._post_clean()  # type: ignore[misc]  # Django's hook, not in the stubs
+        cleaned = self.cleaned_data
+        task = cleaned.get("task")
+        if task and "task" in self.changed_data and not cleaned.get("unregistered_ok"):
+            problem = _unknown_task(cleaned.get("name") or "", task)
+            if problem:
+                self.add_error("task", ValidationError(problem, code="unregistered"))
 
     def clean_name(self) -> str:
         """Refuse a name another source (e.g. the beat_schedule setting) already uses."""

@@ -24,8 +24,8 @@ from .entries import SOURCE, form_field, to_entry
 # The choices are public here, where they have always been.
 __all__ = [
     "SOLAR_CHOICES", "SYNC_FIELDS", "CallKind", "CatchUp", "DelayedCall", "DelayedTask",
-    "DstFold", "DstGap", "Kind", "Overlap", "Period", "PeriodicTask", "PeriodicTaskQuerySet",
-    "SyncStatus", "bulk_written", "is_sync_write",
+    "DstFold", "DstGap", "Entry", "Kind", "Overlap", "Period", "PeriodicTask",
+    "PeriodicTaskQuerySet", "SyncStatus", "bulk_written", "is_sync_write",
 ]  # fmt: skip
 
 
@@ -304,3 +304,17 @@ class DelayedTask(models.Model):
         default_permissions = ("view", "change")
         verbose_name = _("delayed task")
         verbose_name_plural = _("delayed tasks")
+
+
+class Entry(models.Model):
+    """No table: the admin's "Entries" page (every entry, whatever its source) and its
+    permissions: view, and control (enable, pause, run now, backfill, release, ...)."""
+
+    name = models.CharField(_("name"), max_length=200, primary_key=True)
+
+    class Meta:
+        managed = False
+        default_permissions = ("view",)
+        permissions = (("control_entry", "Can control entries (pause, run now, ...)"),)
+        verbose_name = _("entry")
+        verbose_name_plural = _("entries")

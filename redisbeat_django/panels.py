@@ -114,6 +114,12 @@ def live_context(state: EntryState, row: PeriodicTask) -> dict[str, Any]:
         context["outcome"] = outcome_text(last.outcome, last.exception)
         context["outcome_at"] = format_time(last.at, zone)
         context["outcome_runtime"] = "" if last.runtime is None else seconds(last.runtime)
+    copy = state.last_duplicate
+    if copy is not None:
+        context["duplicate_last"] = (
+            f"{format_time(copy.at, zone)} on {copy.worker or NO_VALUE}, task {copy.task_id} "
+            f"({copy.stage} on {copy.first or NO_VALUE})"
+        )
     if state.quarantined is not None:
         context["set_aside_at"] = format_time(state.quarantined.at, zone)
     if state.paused is not None:

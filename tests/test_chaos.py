@@ -173,6 +173,26 @@ def test_scenario(name: str, tmp_path: Path) -> None:
         assert v.delivered + v.coalesced == v.due
     if SCENARIOS[name].fault is not None:
         assert v.faults >= 1, outcome.faults
+    if SCENARIOS[name].worker:
+        # A beat killed after sending a batch: sent again, run once.
+        assert "after sending" in outcome.faults[0] and v.repeated_same_id > 0, outcome.faults
+        assert v.worker_ran and (v.worker_ran_twice, v.worker_not_run) == (0, 0), v
+
+
+def test_a_duplicate_run_at_the_worker_breaks_the_rules_a_duplicate_send_does_not() -> None:
+    deliveries = [sent("a", T0 + i * 1000, T0 + i * 1000 + 5) for i in range(5)]
+    deliveries.append(sent("a", T0 + 1000, T0 + 6000))  # a killed beat's batch, sent again
+    v = verdict(history(every("a", 1)), deliveries)
+    ran = replace(v, worker_ran=5)
+    assert v.repeated_same_id == 1 and rules(ran, SCENARIOS["kill -9 beat"], SETTINGS) == []
+    twice = replace(ran, worker_ran_twice=1)
+    assert rules(twice, SCENARIOS["kill -9 beat"], SETTINGS) == ["1 duplicate runs at the worker"]
+    lost = replace(ran, worker_ran=4, worker_not_run=1)
+    assert rules(lost, SCENARIOS["kill -9 beat"], SETTINGS) == [
+        "1 occurrences delivered and never run at the worker"
+    ]
+    table = markdown_table([Outcome(twice, []), Outcome(v, [])])
+    assert "| 1 of 5 | 0.0 to 0.0 | pass |" in table and "| — | 0.0 to 0.0 | pass |" in table
 
 
 class _GroupWithAStubbornReplica(SentinelGroup):

@@ -55,6 +55,8 @@ class Unbuffered:
 def dispatcher(
     store: ScheduleStore, publish: Callable[[Entry, str, int, int], None], **config: object
 ) -> Dispatcher:
+    # The kit's servers keep nothing on disk: the start-up warning would be noise here.
+    config = {"persistence_warning": False, **config}
     cfg = Config(redis_url="redis://unused", key_prefix=store.keys.prefix, **config)  # type: ignore[arg-type]
     return Dispatcher(store, cfg, Unbuffered(publish))
 

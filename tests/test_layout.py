@@ -22,8 +22,9 @@ ALLOWED = {
     "signals": set(),
     "beat": {"errors", "config", "schedule", "store", "sending", "signals"},
     "cli": {"errors", "config", "schedule", "store", "worker"},
-    "worker": {"errors", "config", "store"},
-    "delaying": {"errors", "store"},
+    "duplicates": {"errors", "config", "store"},
+    "worker": {"errors", "config", "store", "duplicates"},
+    "delaying": {"errors", "schedule", "store"},
     "__init__": {
         "errors",
         "config",

@@ -17,7 +17,7 @@ import ssl
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -26,12 +26,15 @@ import pytest
 import redis
 import trustme
 from celery import Celery
+from click.testing import CliRunner
 
 from redisbeat import Entry, Interval, ScheduleStore
+from redisbeat.cli import main as redisbeat_cli
 from redisbeat.config import Config
 from redisbeat.errors import EntryNotFound
 from redisbeat.schedule.timing import from_ms
 from redisbeat.store.keys import Keys
+from redisbeat.store.receipts import Delivery
 from redisbeat_testkit.cluster import ClusterRig
 from redisbeat_testkit.messages import read_queue
 from redisbeat_testkit.ports import free_port, wait_until
@@ -178,6 +181,49 @@ def test_a_certificate_that_does_not_verify_fails_at_once_naming_the_server(
     assert "CERTIFICATE_VERIFY_FAILED" in message and reason in message
 
 
+@pytest.mark.parametrize(
+    ("how", "said", "fix"),
+    [
+        ("another CA", "did not pass the TLS certificate check", "give redis-py the CA"),
+        (
+            "a redis:// URL",
+            "closed the connection at its first command, as a port that speaks only TLS does",
+            "use a rediss:// URL",
+        ),
+    ],
+)
+def test_the_command_line_says_a_tls_mismatch_in_one_line_naming_the_url_with_exit_code_10(
+    tls: TlsFiles, tls_redis: RedisServer, how: str, said: str, fix: str
+) -> None:
+    if how == "another CA":
+        url = rediss(tls_redis, ssl_ca_certs=str(tls.other_ca))
+    else:
+        url = f"redis://:{DOC_PASSWORD}@127.0.0.1:{tls_redis.port}/0"
+    result = CliRunner().invoke(redisbeat_cli, ["--url", url, "status"])
+    assert result.exit_code == 10, result.output
+    [line] = result.output.strip().splitlines()
+    assert line.startswith(f"Error: Redis at {url.replace(DOC_PASSWORD, '***')} {said} ("), line
+    assert fix in line and DOC_PASSWORD not in line
+
+
+def test_a_rediss_url_naming_a_plain_port_is_tls_trouble_saying_to_use_redis(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    url = f"rediss://127.0.0.1:{redis_server.port}/0"  # nothing answers the handshake there
+    options = {"socket_connect_timeout": 0.2, "socket_timeout": 0.5}  # redis-py 5 uses this
+    store = ScheduleStore.from_config(Config(url, key_prefix=prefix, redis_options=options))
+    try:
+        with pytest.raises(redis.TimeoutError) as failure:  # as redis-py raised it
+            store.now_ms()
+    finally:
+        store.close()
+    trouble = failure.value.trouble  # type: ignore[attr-defined]
+    assert (trouble.kind, trouble.exit_code) == ("tls", 10)
+    line = failure.value.describe()  # type: ignore[attr-defined]
+    assert line.startswith(f"Redis at {url} did not answer the TLS handshake (")
+    assert "for a plain one, use redis://" in line
+
+
 def test_beats_keep_their_schedule_over_tls_and_send_with_the_url_or_broker_use_ssl(
     tls: TlsFiles, tls_redis: RedisServer, redis_server: RedisServer, beats_for: BeatsFor
 ) -> None:
@@ -263,8 +309,10 @@ NO_PERMISSION_NEEDED = {"auth", "hello"}
 #: What the tests themselves run on the ACL server while measuring. (Their INFO, which reads
 #: the statistics, is not in the statistics it reads: an INFO counted is the beat's.)
 MEASURING = {"config|resetstat"}
-#: Optional commands redis-py sends on connect and whose refusal it ignores.
-TOLERATED_REFUSALS = {"client|setinfo", "client|maint_notifications"}
+#: Optional commands whose refusal is ignored: what redis-py sends on connect, and the
+#: CONFIG GET of appendonly and save a beat asks once at its start (docs/security.md: the
+#: documented users lack it, since it reads the server's passwords too).
+TOLERATED_REFUSALS = {"client|setinfo", "client|maint_notifications", "config|get"}
 
 
 @dataclass(frozen=True)
@@ -348,12 +396,18 @@ class AclRedis:
     def commands_run(self) -> set[str]:
         """Every command Redis ran since start_measuring(), inside scripts too; none refused."""
         stats = self.admin.info("commandstats")
-        refused = {k: v for k, v in stats.items() if v["rejected_calls"]}
-        assert not refused, refused
+        assert not refused_beyond_tolerated(stats), stats
         log = command(self.admin, "ACL", "LOG")
         denials = [_field(e, "object") for e in log]
         assert not set(denials) - TOLERATED_REFUSALS, log
-        return {k.removeprefix("cmdstat_") for k in stats} - NO_PERMISSION_NEEDED - MEASURING
+        ran = {k.removeprefix("cmdstat_") for k, v in stats.items() if v["calls"]}
+        return ran - NO_PERMISSION_NEEDED - MEASURING
+
+
+def refused_beyond_tolerated(stats: dict[str, Any]) -> set[str]:
+    """The commands of ``INFO commandstats`` that Redis refused, but for those tolerated."""
+    refused = {k.removeprefix("cmdstat_") for k, v in stats.items() if v["rejected_calls"]}
+    return refused - TOLERATED_REFUSALS
 
 
 def command(client: redis.Redis, *args: Any) -> Any:
@@ -429,6 +483,7 @@ def test_a_beat_sends_every_occurrence_with_exactly_the_documented_beat_acl(
             TEST_STORE_URL=acl_redis.url("beat"),
             TEST_BEAT_SCHEDULE=json.dumps(static),
             TEST_HISTORY="1",  # a history of one run: pushed, and trimmed past three
+            TEST_SUMMARY="1",  # summaries recorded: SET, and XADD + EXPIRE to the stream
         )
         beat = beats.start(1)[0]
         sent: Counter[tuple[str, int]] = Counter()
@@ -466,12 +521,14 @@ def test_a_beat_sends_every_occurrence_with_exactly_the_documented_beat_acl(
 
 
 def test_the_documented_worker_acl_records_runs_and_nothing_else(acl_redis: AclRedis) -> None:
-    """The worker hook's script, on every path: a start, ends that push and trim a history,
-    and an end that wakes an occurrence waiting for it (overlap="buffer_one")."""
+    """The worker hook's scripts, on every path: a start, ends that push and trim a history,
+    an end that wakes an occurrence waiting for it (overlap="buffer_one"), and the duplicate
+    check of an entry's and a delayed task's messages."""
     acl_redis.reset()
     admin = acl_redis.admin
     keys = Keys()
     admin.hset(keys.state, "e", json.dumps({"total_run_count": 1}))
+    admin.set(keys.delayed_done("k"), json.dumps({"task_id": "t9", "due": 1, "at": 1}), ex=60)
     waiting = {"due": 1, "at": 1, "beat": "", "lease_until": 9_000_000_000_000}
     admin.hset(keys.inflight, "e", json.dumps({**waiting, "deferred": "overlap"}))
     admin.zadd(keys.schedule, {"e": waiting["lease_until"]})
@@ -488,6 +545,11 @@ def test_the_documented_worker_acl_records_runs_and_nothing_else(acl_redis: AclR
         for i in range(4):
             store.run_started("e", f"t{i}", 1, "w1")
             store.run_ended("e", f"t{i}", 1, "w1", "succeeded")
+        for lane, name in (("periodic", "e"), ("delayed", "k")):
+            first = Delivery(lane, name, "t9", 0, 1, "tag-a", False, "w1")
+            assert store.receive(first, 60_000).run
+            store.mark_run(lane, name, "t9", 0, "start", "w1")
+            assert not store.receive(replace(first, tag="tag-b"), 60_000).run
         ran = acl_redis.commands_run()
     finally:
         store.close()
@@ -497,7 +559,9 @@ def test_the_documented_worker_acl_records_runs_and_nothing_else(acl_redis: AclR
         f"granted but not run: {sorted(documented - ran - {'select'})}"
     )
     assert admin.zscore(keys.schedule, "e") < waiting["lease_until"]  # woken
-    assert admin.llen(keys.history("e")) == 2
+    assert admin.llen(keys.history("e")) == 3  # trimmed to 2, and the copy's record
+    assert json.loads(admin.hget(keys.state, "e"))["duplicates"] == 1
+    assert json.loads(admin.get(keys.delayed_done("k")))["duplicates"] == 1
 
 
 def test_the_documented_editor_acl_runs_every_store_api_call_and_nothing_else(
@@ -544,6 +608,7 @@ def test_the_documented_editor_acl_runs_every_store_api_call_and_nothing_else(
         assert store.counts().entries == 4
         assert set(store.definitions(["a", "x"])) == {"a"} and len(store.next_runs("a", 2)) == 2
         assert store.beat_activity(["host-1:4242:abc"]) == {}
+        assert store.activity_since(0) == []
         store.run_now("b")
         assert store.remove("c") and store.remove("e", source="django")
         assert store.delay("proj.ping", countdown=60, key="k", owner="o") == "k"
@@ -607,6 +672,21 @@ def test_a_beat_whose_user_lacks_a_permission_logs_noperm_and_sends_once_it_is_g
     finally:
         queue.close()
         store.close()
+
+
+def test_the_command_line_says_a_missing_permission_naming_the_user_with_exit_code_9(
+    acl_redis: AclRedis,
+) -> None:
+    acl_redis.reset()
+    result = CliRunner().invoke(redisbeat_cli, ["--url", acl_redis.url("beat"), "list"])
+    assert result.exit_code == 9, result.output
+    [line] = result.output.strip().splitlines()
+    where = f"redis://beat:***@127.0.0.1:{acl_redis.server.port}/0"
+    assert line.startswith(
+        f"Error: Redis at {where} denied a command: the ACL user lacks a permission (NOPERM "
+    ), line
+    assert "this user has no permissions to run the '" in line and "ACL SETUSER" in line
+    assert acl_redis.password not in line
 
 
 # -- hostile data -------------------------------------------------------------------------------
@@ -787,7 +867,7 @@ def beat_on_cluster_with_documented_acl(
         assert beat.process.returncode == 0, beat.output()[-2000:]
         for node in nodes:
             stats = node.info("commandstats")
-            assert not {k: v for k, v in stats.items() if v["rejected_calls"]}, stats
+            assert not refused_beyond_tolerated(stats), stats
         assert_no_denials(nodes)
 
 

@@ -38,6 +38,8 @@ def make_app(env: dict[str, str]) -> Celery:
     app = Celery("bench", fixups=None if env.get("DJANGO_SETTINGS_MODULE") else [])
     # No celery.backend_cleanup entry: every message on the queue is a benchmark entry's.
     app.conf.update(broker_url=env["BENCH_BROKER_URL"], timezone="UTC", result_expires=None)
+    # The rig's Redis keeps nothing on disk on purpose: no start-up warning about it.
+    app.conf.redisbeat_persistence_warning = False
     for variable, (setting, parse) in SETTINGS.items():
         if env.get(variable):
             app.conf[setting] = parse(env[variable])

@@ -88,8 +88,8 @@ def _zone(name: str | None) -> Any:
 class QueueReader(QueuePopper):
     """The broker queue popped as messages arrive, decoded into deliveries."""
 
-    def __init__(self, url: str, queue: str = "celery") -> None:
-        super().__init__(url, queue)
+    def __init__(self, url: str, queue: str = "celery", forward_to: str | None = None) -> None:
+        super().__init__(url, queue, forward_to)
         self._decoded: list[Delivery] = []
 
     def snapshot(self) -> list[Delivery]:
@@ -130,6 +130,12 @@ class Verdict:
     late_max_ms: int
     #: Entries whose last acknowledged write the store lost (the rest is not judged for them).
     writes_lost: int = 0
+    #: With a worker (the hook on), by the task's own count: the task ids delivered that
+    #: ran, the extra runs of any that ran more than once, and those that never ran (bar
+    #: messages with an ``expires``, which Celery may drop as expired). None: no worker.
+    worker_ran: int | None = None
+    worker_ran_twice: int = 0
+    worker_not_run: int = 0
     missed_examples: list[str] = field(default_factory=list)
     other_id_examples: list[str] = field(default_factory=list)
 

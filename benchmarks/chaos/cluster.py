@@ -65,10 +65,13 @@ class Cluster:
     broker_proxies: dict[int, TcpProxy] = field(default_factory=dict)
     #: Beat -> its clock offset, for the beats whose clock is skewed.
     skews: dict[int, str] = field(default_factory=dict)
+    #: Beats killed with kill -9 so far (the fault alternates how it catches them).
+    kills: int = 0
 
     def __post_init__(self) -> None:
         (self.directory / "store").mkdir(parents=True, exist_ok=True)
         (self.directory / "broker").mkdir(exist_ok=True)
+        (self.directory / "freeze").mkdir(exist_ok=True)
         self.store_server = RedisServer(self.directory / "store", persistent=True)
         self.broker_server = RedisServer(self.directory / "broker")
         s = self.settings
@@ -82,6 +85,7 @@ class Cluster:
             "TEST_MAX_INTERVAL": "5",
             "TEST_WAIT_REPLICAS": str(s.wait_replicas),
             "TEST_SHARDS": str(s.shards),
+            "TEST_FREEZE_DIR": str(self.directory / "freeze"),
         }
         if s.sentinel:
             self.sentinel = SentinelGroup(self.directory / "sentinel")
@@ -196,6 +200,17 @@ class Cluster:
             return False
         finally:
             store.close()
+
+    def freeze_after_send(self, slot: int, seconds: float = 10) -> bool:
+        """Make the beat hang right after it next publishes a batch, before it records it
+        (True), or give up after ``seconds`` and leave it running (the proj's hook)."""
+        pid = self.beat(slot).process.pid
+        (self.directory / "freeze" / f"{pid}.freeze").touch()
+        frozen = self.directory / "freeze" / f"{pid}.frozen"
+        deadline = time.monotonic() + seconds
+        while not frozen.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return frozen.exists()
 
     def kill(self, slot: int, sig: int) -> None:
         process = self.beat(slot).process

@@ -19,12 +19,18 @@ Fault = Callable[[Cluster, random.Random], str]
 
 
 def kill9(c: Cluster, rng: random.Random) -> str:
-    # Caught holding claims, whenever possible: the case that tests recovery.
+    # In turn: caught right after publishing a batch it has not recorded (another beat sends
+    # it again, under the same task ids: copies a worker must drop), and caught holding
+    # claims (another beat sends what it had not sent): the cases that test recovery.
     slot = c.random_slot(rng)
-    holding = c.freeze_holding_claims(slot, rng)
+    c.kills += 1
+    if c.kills % 2:
+        how = " after sending" if c.freeze_after_send(slot) else ""
+    else:
+        how = " holding claims" if c.freeze_holding_claims(slot, rng) else ""
     c.kill(slot, signal.SIGKILL)
     c.start_beat(slot)
-    return f"kill -9 beat {slot}{' holding claims' if holding else ''}, restarted"
+    return f"kill -9 beat {slot}{how}, restarted"
 
 
 def sigterm(c: Cluster, rng: random.Random) -> str:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ..common import replace_block
 
 if TYPE_CHECKING:
+    from .checker import Verdict
     from .scenarios import Outcome
 
 BEGIN = "<!-- chaos-table:begin -->"
@@ -16,7 +17,7 @@ END = "<!-- chaos-table:end -->"
 HEADER = (
     "| scenario | entries | faults | due | delivered | coalesced | missed "
     "| repeated, same id | repeated, other id | writes lost | earliest (ms) "
-    "| late p50 / p99 / max (ms) | host load | rules |"
+    "| late p50 / p99 / max (ms) | ran twice at the worker | host load | rules |"
 )
 
 
@@ -29,7 +30,7 @@ def markdown_table(outcomes: list[Outcome]) -> str:
             f"| {v.coalesced:,} | {v.missed} | {v.repeated_same_id} | {v.repeated_other_id} "
             f"| {v.writes_lost} "
             f"| {v.early_ms} | {v.late_p50_ms} / {v.late_p99_ms} / {v.late_max_ms} "
-            f"| {o.load[0]:.1f} to {o.load[1]:.1f} | {_rules_column(o)} |"
+            f"| {_worker_column(v)} | {o.load[0]:.1f} to {o.load[1]:.1f} | {_rules_column(o)} |"
         )
     return "\n".join(rows)
 
@@ -37,6 +38,11 @@ def markdown_table(outcomes: list[Outcome]) -> str:
 def update_docs(page: Path, table: str, profile: str) -> None:
     """Replace the table between the markers on ``page``."""
     replace_block(page, BEGIN, END, f"_Profile: {profile}._\n\n{table}")
+
+
+def _worker_column(v: Verdict) -> str:
+    """Extra runs at the worker, of how many task ids it ran; — without a worker."""
+    return "—" if v.worker_ran is None else f"{v.worker_ran_twice} of {v.worker_ran:,}"
 
 
 def _rules_column(o: Outcome) -> str:

@@ -44,6 +44,10 @@ def rules(
     problems = []
     if v.early_ms < -EARLY_TOLERANCE_MS:
         problems.append(f"an occurrence arrived {-v.early_ms} ms early")
+    if v.worker_ran_twice:
+        problems.append(f"{v.worker_ran_twice} duplicate runs at the worker")
+    if v.worker_not_run:
+        problems.append(f"{v.worker_not_run} occurrences delivered and never run at the worker")
     if scenario.measure_only:
         return problems
     if v.repeated_other_id:

@@ -32,6 +32,7 @@ from .faults import (
     sigterm,
 )
 from .rules import FAULT_LATE_MARGIN_MS, quiet_bound, rules
+from .worker import QUEUE, ChaosWorker
 from .workload import Workload
 
 
@@ -83,13 +84,16 @@ class Scenario:
     #: write of each entry can be checked afterwards, so misses and sends under another id
     #: are counted as what the lost writes cost.
     measure_only: bool = False
+    #: Run a worker with the hook on what the broker got (.worker): no occurrence may run
+    #: twice there, however many were sent twice.
+    worker: bool = False
 
 
 SCENARIOS = {
     s.name: s
     for s in (
         Scenario("no faults"),
-        Scenario("kill -9 beat", kill9, may_repeat=True),
+        Scenario("kill -9 beat", kill9, may_repeat=True, worker=True),
         Scenario("SIGTERM beat", sigterm),
         Scenario("redis restart", redis_restart, may_repeat=True),
         Scenario("partition drop", partition_drop, may_repeat=True, proxied=True),
@@ -159,17 +163,16 @@ def run(
     """Run one scenario with real processes in ``directory``; the checker's verdict and rules."""
     rng = random.Random(f"{seed}:{scenario.name}")
     load_before = os.getloadavg()[0]
-    settings = settings or Settings(
-        sentinel=scenario.sentinel,
-        wait_replicas=scenario.wait_replicas,
-        cluster=scenario.cluster,
-        shards=scenario.shards,
-    )
+    settings = settings or _settings(scenario)
     cluster = Cluster(directory, settings)
     reader: QueueReader | None = None
+    worker: ChaosWorker | None = None
     try:
         _start(cluster, scenario, profile)
-        reader = QueueReader(cluster.broker_server.url(0)).start()
+        broker = cluster.broker_server.url(0)
+        if scenario.worker:
+            worker = ChaosWorker(directory, cluster.beats.env, broker).start()
+        reader = QueueReader(broker, forward_to=QUEUE if worker else None).start()
         cluster.start_beats(profile.beats)
         store = cluster.store()
         timeline = Timeline()
@@ -186,20 +189,41 @@ def run(
         store.close()
         cluster.beats.stop_all()
         codes = cluster.exit_codes()
-        result = verdict(reader.stop())
+        deliveries = reader.stop()
         reader = None
+        result = _ran(worker, deliveries, verdict(deliveries))
         load = (load_before, os.getloadavg()[0])
         problems = rules(result, scenario, settings, quiet_bound(max(load)))
         problems += _crashed(cluster, codes, injected.killed)
         if problems:
             (directory / "beats.log").write_text(cluster.beat_logs())
+            (directory / "worker.log").write_text(worker.output() if worker else "")
         return Outcome(
             result, problems, injected.faults, workload.edits, scenario.measure_only, load
         )
     finally:
         if reader is not None:
             reader.stop()
+        if worker is not None:
+            worker.stop()
         cluster.stop()
+
+
+def _settings(scenario: Scenario) -> Settings:
+    return Settings(
+        sentinel=scenario.sentinel,
+        wait_replicas=scenario.wait_replicas,
+        cluster=scenario.cluster,
+        shards=scenario.shards,
+    )
+
+
+def _ran(worker: ChaosWorker | None, deliveries: list[Delivery], verdict: Verdict) -> Verdict:
+    """The verdict with what the worker, if any, ran of the deliveries once it has them all."""
+    if worker is None:
+        return verdict
+    worker.drain(deliveries, 60)
+    return worker.tally(verdict, deliveries)
 
 
 def _start(cluster: Cluster, scenario: Scenario, profile: Profile) -> None:

@@ -10,13 +10,21 @@ no longer the recorded one says so once and leaves Redis alone. A beat that rest
 the recorded configuration writes nothing. When the record is gone (Redis lost its data),
 the first beat to notice writes its whole configuration again; a beat whose configuration
 was superseded first gives the newer one's beats a heartbeat's time to live to do so.
+
+An item of ``beat_schedule`` that makes no entry (a :class:`BadItem`) stops nothing: it
+counts in the version by a digest of its own, is never written, and is set aside in the
+quarantine by the beat that applies the configuration; what is stored under its name stays
+(an operator's typo in a deploy does not remove the entry that was running).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 
+from .. import signals
+from ..schedule.bad_items import BadItem
 from ..schedule.entry import Entry
 from ..schedule.from_celery import CONFIG_SOURCE, differences, digests, version
 from ..store import ScheduleStore
@@ -34,7 +42,13 @@ class BeatSchedule:
     """One beat's ``beat_schedule``, kept in Redis by the rule above."""
 
     def __init__(
-        self, store: ScheduleStore, beat_id: str, entries: list[Entry], *, grace: float = 0.0
+        self,
+        store: ScheduleStore,
+        beat_id: str,
+        entries: list[Entry],
+        *,
+        grace: float = 0.0,
+        bad: Sequence[BadItem] = (),
     ) -> None:
         self.store = store
         self.beat_id = beat_id
@@ -44,7 +58,10 @@ class BeatSchedule:
         #: When this beat first saw the record gone while it was superseded (monotonic).
         self._gone_since: float | None = None
         self.entries = {e.name: e for e in entries}
-        self.digests = digests(entries)
+        #: The items that make no entry: never written, and what is stored under their
+        #: names is left as it is (neither written nor removed).
+        self.bad = {b.name: b for b in bad}
+        self.digests = {**digests(entries), **{b.name: b.digest for b in bad}}
         self.version = version(self.digests)
         #: Whether this beat has settled the configuration once: a different record seen
         #: after that is a newer deploy, not something for this beat to write over.
@@ -66,8 +83,11 @@ class BeatSchedule:
         if not self._settled:
             # Raises on Redis trouble, leaving it unsettled: a rewrite cut short by an error
             # is finished later even though the record already names this beat's version.
-            self._settled = self._sync()
-            self._started = self._started or self._settled
+            settled = self._sync()
+            if settled and not self._started:
+                self._report()  # once, with what Redis holds under their names
+            self._settled = settled
+            self._started = self._started or settled
         elif recorded != self.version and recorded != self._deferred_to:
             marker = self.store.config_marker()
             if marker is not None and marker.version != self.version:
@@ -121,7 +141,7 @@ class BeatSchedule:
     def _apply(self, previous: dict[str, str] | None) -> None:
         """Write what changed since ``previous`` (None: everything, and remove the rest)."""
         if previous is None:
-            report = self.store.sync_source(CONFIG_SOURCE, self.entries.values())
+            report = self.store.sync_source(CONFIG_SOURCE, self.entries.values(), keep=self.bad)
             foreign, written = report.foreign, [*report.added, *report.updated]
             removed = report.removed
         else:
@@ -129,14 +149,36 @@ class BeatSchedule:
             results = self.store.upsert_owned(changed)
             foreign = sorted(n for n, r in results.items() if r == "foreign")
             written = sorted(n for n, r in results.items() if r in ("added", "updated"))
-            gone = sorted(set(previous) - set(self.entries))
+            gone = sorted(set(previous) - set(self.entries) - set(self.bad))
             removed = [n for n in gone if self.store.remove(n, source=CONFIG_SOURCE)]
+            for name in gone:  # a bad item that left: its record, where nothing was stored
+                if previous[name].startswith("!"):
+                    self.store.release_item(name)
         for name in foreign:
             log.warning(
                 "redisbeat: beat_schedule entry %r is owned by another source; left as it is", name
             )
         if written or removed:
             log.info("redisbeat: beat_schedule synced: wrote %s, removed %s", written, removed)
+        self._set_aside()
+
+    def _set_aside(self) -> None:
+        """Record each bad item in the quarantine, as a corrupt definition is set aside (the
+        entry_quarantined signal when its record is new or changed)."""
+        for name, bad in self.bad.items():
+            error = bad.describe(self._fate(name))
+            if self.store.quarantine_item(name, bad.shown, error, self.beat_id):
+                signals.entry_quarantined.send_robust(self.beat_id, name=name, error=error)
+
+    def _report(self) -> None:
+        """One line per bad item: the entry, the field, what to fix, and what runs meanwhile."""
+        for name, bad in self.bad.items():
+            log.error("redisbeat: %s (quarantine list shows it)", bad.describe(self._fate(name)))
+
+    def _fate(self, name: str) -> str:
+        if name in self.store:
+            return "the stored definition keeps running"
+        return "it is not stored and not sent"
 
     def _defer(self, marker: ConfigMarker) -> None:
         self._deferred_to = marker.version

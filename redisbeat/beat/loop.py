@@ -6,7 +6,8 @@ replica, an ACL denial, a key of the wrong type). The dispatcher says which once
 (:mod:`.outage`), backs off, keeps any batch it could not finish, and carries on when Redis
 answers normally again. A store this release cannot work with (:class:`StoreIncompatible`:
 a server too old, a newer stored format) is no such trouble: it leaves
-:meth:`Dispatcher.tick`, and the beat stops.
+:meth:`Dispatcher.tick`, and the beat stops. Nor, after a few attempts, is a login refused
+or a database the server lacks (:data:`~.outage.FATAL_KINDS`).
 """
 
 from __future__ import annotations
@@ -57,11 +58,13 @@ class Dispatcher:
         self.stop_requested = False
         self.leases = LeaseKeeper(store, self.beat_id, config.lease_seconds)
         self.activity = Activity(config.summary_seconds)
-        self.observer = Observer(self.beat_id, self.activity, config.quarantine_after)
+        self.observer = Observer(
+            self.beat_id, self.activity, config.quarantine_after, config.persistence_warning
+        )
         self.batches = BatchSender(
             store, config, sender, self.beat_id, self.leases, self.activity, self.observer
         )
-        self.outage = Outage(store.describe)
+        self.outage = Outage(lambda: store.where)
         self.heartbeats = Heartbeats(store, config, self.beat_id, self.observer, on_heartbeat)
         self._unfinished: tuple[int, list[Outcome]] | None = None
         #: Why this beat cannot listen for changes, while it cannot.
@@ -97,7 +100,9 @@ class Dispatcher:
         except StoreIncompatible:
             raise  # retrying cannot help: the beat stops
         except StoreError as exc:
-            return self._backoff(exc)
+            delay = self._backoff(exc)
+            self.outage.give_up()  # a login refused, say, after its last attempt
+            return delay
         self.outage.over()
         self.observer.summary(self.store)
         # A claim handed back because its entry changed while it was held is no trouble.
@@ -257,7 +262,8 @@ class Dispatcher:
         except StoreIncompatible:
             pass  # said once, where the beat stopped
         except StoreError as exc:
-            log.warning("redisbeat: could not deregister beat %s: %s", self.beat_id, exc)
+            if not self.outage.gave_up:  # else said once, where the beat stopped
+                log.warning("redisbeat: could not deregister beat %s: %s", self.beat_id, exc)
         finally:
             self.observer.stopped()
             self.store.close()

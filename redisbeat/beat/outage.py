@@ -1,9 +1,13 @@
-"""Redis trouble as one beat lives through it: how long to wait, and what to log, once.
+"""Redis trouble as one beat lives through it: how long to wait, what to log, once, and
+when to stop.
 
-An outage (no connection) is probed every :data:`PROBE_INTERVAL`, so the beats are back within
-a fraction of a second of Redis; a refusal (out of memory, an ACL denial, a read-only replica)
-or a failing broker backs off, doubling. Each kind of trouble is logged once per episode, and
-the end of the episode once.
+An outage (no connection, or a failed TLS handshake) is probed every :data:`PROBE_INTERVAL`,
+so the beats are back within a fraction of a second of Redis; a refusal (out of memory, an
+ACL denial, a read-only replica) or a failing broker backs off, doubling. Each kind of trouble is
+logged once per episode, and the end of the episode once. Trouble no wait mends (a login
+refused, a database the server lacks: :data:`FATAL_KINDS`) is tried again a few times, in
+case a password rotation or an ACL reload is under way, and then stops the beat
+(:class:`GaveUp`).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from ..errors import RedisBeatError
 from ..store.errors import RedisTrouble, StoreError
 
 log = logging.getLogger(__name__)
@@ -21,6 +26,25 @@ MAX_BACKOFF = 10.0
 #: While Redis cannot be reached, try it this often (seconds): a refused connection costs
 #: nothing, and the beats must be back within a fraction of a second of Redis.
 PROBE_INTERVAL = 0.2
+#: The trouble probed that often: no connection, and a TLS handshake that failed (a CA file
+#: fixed in place is read at the next connection, so the beat is back at once).
+PROBED = frozenset({"unavailable", "tls"})
+#: The trouble a beat stops on: no password given, a login refused (a wrong user or
+#: password, a disabled user), a database index the server does not have. Each is tried
+#: FATAL_ATTEMPTS times in all, FATAL_RETRY_SECONDS apart (8 s), then the beat stops with
+#: the exit status the command line gives the same trouble. An ACL denial is not among them:
+#: ``ACL SETUSER`` mends it in a running beat, which carries on.
+FATAL_KINDS = frozenset({"noauth", "auth", "db"})
+FATAL_ATTEMPTS = 5
+FATAL_RETRY_SECONDS = 2.0
+
+
+class GaveUp(RedisBeatError):
+    """Trouble no wait mends outlasted its attempts: the beat stops with ``exit_code``."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 class Outage:
@@ -34,6 +58,11 @@ class Outage:
         #: The latest trouble of the current episode, and every kind logged in it (once each).
         self._trouble: RedisTrouble | None = None
         self._logged: set[tuple[str, str | None]] = set()
+        #: Attempts in a row met by trouble of FATAL_KINDS, and when the first was.
+        self.fatal = 0
+        self._fatal_since = 0.0
+        #: Set once the beat gave up (its last calls to Redis, on the way out, would fail too).
+        self.gave_up = False
 
     @property
     def troubled(self) -> bool:
@@ -42,8 +71,13 @@ class Outage:
     def delay(self, exc: StoreError | None) -> float:
         """Seconds to wait after ``exc`` (None: the broker failed); logs it once per kind."""
         trouble = None if exc is None else exc.trouble
-        if trouble is not None and trouble.kind == "unavailable":
+        if trouble is not None and trouble.kind in PROBED:
             delay = PROBE_INTERVAL
+        elif trouble is not None and trouble.kind in FATAL_KINDS:
+            if not self.fatal:
+                self._fatal_since = time.monotonic()
+            self.fatal += 1
+            delay = FATAL_RETRY_SECONDS
         else:
             # Redis answers but refuses (or the broker fails): back off, doubling.
             self.failures += 1
@@ -54,15 +88,23 @@ class Outage:
             # One line per kind of trouble for the whole episode, however many ticks it lasts.
             if (trouble.kind, trouble.key) not in self._logged:
                 self._logged.add((trouble.kind, trouble.key))
-                log.error(
-                    "redisbeat: %s; %s",
-                    trouble.describe(self._where()),
-                    f"trying again every {delay} s"
-                    if trouble.kind == "unavailable"
-                    else "retrying with backoff",
-                )
+                log.error("redisbeat: %s; %s", trouble.describe(self._where()), _plan(trouble))
             self._trouble = trouble
         return delay
+
+    def give_up(self) -> None:
+        """Stop the beat (:class:`GaveUp`) once trouble no wait mends has met
+        FATAL_ATTEMPTS attempts in a row."""
+        trouble = self._trouble
+        if trouble is None or trouble.kind not in FATAL_KINDS or self.fatal < FATAL_ATTEMPTS:
+            return
+        self.gave_up = True
+        seconds = time.monotonic() - self._fatal_since
+        raise GaveUp(
+            f"{trouble.describe(self._where())}; still so after {self.fatal} attempts over "
+            f"{seconds:.0f} s: this beat stops",
+            trouble.exit_code,
+        )
 
     def over(self) -> None:
         """Redis answered normally: end the episode (said once)."""
@@ -81,3 +123,16 @@ class Outage:
         self.down_since = None
         self._trouble = None
         self._logged.clear()
+        self.fatal = 0
+
+
+def _plan(trouble: RedisTrouble) -> str:
+    """What the beat does next about ``trouble``, for its line."""
+    if trouble.kind in PROBED:
+        return f"trying again every {PROBE_INTERVAL} s"
+    if trouble.kind in FATAL_KINDS:
+        return (
+            f"trying again every {FATAL_RETRY_SECONDS:g} s, {FATAL_ATTEMPTS} attempts in all, "
+            "then this beat stops"
+        )
+    return "retrying with backoff"

@@ -20,14 +20,17 @@ from celery.beat import Scheduler
 
 from ..config import Config
 from ..errors import Incompatible
+from ..schedule.bad_items import BadItem
 from ..schedule.entry import Entry
-from ..schedule.from_celery import config_entries
+from ..schedule.from_celery import read_config
+from ..schedule.task_names import registered_tasks
 from ..sending import Publisher
 from ..store import ScheduleStore
 from ..store.base import usual_or
 from .deploys import BeatSchedule
 from .drivers import check_broker_driver
 from .loop import Dispatcher, make_beat_id
+from .outage import GaveUp
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +73,13 @@ class RedisScheduler(Scheduler):
         #: runs inside Scheduler.__init__, before the store exists).
         self._fill = (config.timezone, *usual_or(config.dst_gap, config.dst_fold))
         self._config_entries: list[Entry] = []
+        self._bad_items: list[BadItem] = []
         self._beat_schedule: BeatSchedule | None = None
         self._busy = False
         self.stop_requested = False
-        #: Why the beat stopped, when what it runs with cannot work (a store in a newer format).
-        self._incompatible: Incompatible | None = None
+        #: The exit status of a beat stopped by what it runs with (a store in a newer format,
+        #: a password Redis rejects): None while it runs.
+        self._stopped_with: int | None = None
         super().__init__(app, *args, **kwargs)
         # `celery beat --max-interval` reaches the scheduler, not the settings.
         self.config = replace(config, max_loop_interval=float(self.max_interval or 300))
@@ -95,11 +100,14 @@ class RedisScheduler(Scheduler):
     # -- Celery's interface -------------------------------------------------------------------
 
     def setup_schedule(self) -> None:
-        # Bad static entries stop the beat at once, with the entry and field named; pushing
-        # them to Redis waits for the first tick, which survives an unreachable Redis.
-        # Filled as the store fills what it writes, so that the digests (the deployment's
-        # version) change with the defaults: Celery's timezone, redisbeat_dst_gap and _fold.
-        self._config_entries = [e.with_defaults(*self._fill) for e in config_entries(self.app)]
+        # Pushing the static entries to Redis waits for the first tick, which survives an
+        # unreachable Redis; so does reporting the bad items (one line each, set aside in the
+        # quarantine), which stop nothing. Filled as the store fills what it writes, so that
+        # the digests (the deployment's version) change with the defaults: Celery's
+        # timezone, redisbeat_dst_gap and _fold.
+        # Checked against the tasks Celery's beat imported (and not sent to fail on a worker).
+        entries, self._bad_items = read_config(self.app, tasks=registered_tasks(self.app))
+        self._config_entries = [e.with_defaults(*self._fill) for e in entries]
         try:
             check_broker_driver(self.app)  # no I/O: a redis-py kombu refuses fails every send
         except Incompatible as exc:
@@ -113,11 +121,11 @@ class RedisScheduler(Scheduler):
         try:
             self.dispatcher.stop_requested = self.stop_requested
             delay = self.dispatcher.tick()
-        except Incompatible as exc:
+        except (Incompatible, GaveUp) as exc:
             # One line, not a traceback: it says what to do. Celery's loop takes SystemExit
             # as a stop; close() turns it into a failing exit status.
             log.critical("redisbeat: %s", exc)
-            self._incompatible = exc
+            self._stopped_with = exc.exit_code
             raise SystemExit(exc.exit_code) from None
         finally:
             self._busy = False
@@ -142,10 +150,10 @@ class RedisScheduler(Scheduler):
     def close(self) -> None:
         self.dispatcher.close()
         super().close()
-        if self._incompatible is not None:
+        if self._stopped_with is not None:
             # Celery's beat exits with status 0 after a SystemExit from tick(); raised here,
             # past its handler, the status says the beat failed.
-            raise SystemExit(self._incompatible.exit_code)
+            raise SystemExit(self._stopped_with)
 
     @property
     def info(self) -> str:
@@ -167,6 +175,7 @@ class RedisScheduler(Scheduler):
                 self.dispatcher.beat_id,
                 self._config_entries,
                 grace=3 * self.config.heartbeat_seconds,
+                bad=self._bad_items,
             )
         self._beat_schedule.heartbeat(recorded)
 

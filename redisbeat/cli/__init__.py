@@ -9,6 +9,7 @@ app sets ``redisbeat_track_runs`` finds the worker hook (:mod:`redisbeat.worker`
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import click
@@ -40,7 +41,7 @@ def celery_command(ctx: click.Context) -> None:
     def config() -> Config:
         return Config.from_app(app)
 
-    _open(ctx, config)
+    _open(ctx, config, lambda: app)
 
 
 @click.group()
@@ -61,20 +62,25 @@ def main(ctx: click.Context, app: str | None, url: str | None, prefix: str) -> N
     if (app is None) == (url is None):
         raise click.UsageError("name the deployment with -A/--app or with --url")
 
+    celery_app = functools.cache(functools.partial(_load_app, app)) if app is not None else None
+
     def config() -> Config:
-        if app is not None:
-            try:
-                found = find_app(app)
-            except Exception as exc:  # what importing the user's module raised
-                raise Failed(f"cannot load the Celery app {app!r}: {exc}", USAGE) from None
-            return Config.from_app(found)
+        if celery_app is not None:
+            return Config.from_app(celery_app())
         return Config(redis_url=url or "", key_prefix=prefix, redis_options=dict(TIMEOUTS))
 
-    _open(ctx, config)
+    _open(ctx, config, celery_app)
 
 
-def _open(ctx: click.Context, config: Any) -> None:
-    tool = Tool(config)
+def _load_app(name: str) -> Any:
+    try:
+        return find_app(name)
+    except Exception as exc:  # what importing the user's module raised
+        raise Failed(f"cannot load the Celery app {name!r}: {exc}", USAGE) from None
+
+
+def _open(ctx: click.Context, config: Any, app: Any) -> None:
+    tool = Tool(config, app)
     ctx.obj = tool
     ctx.call_on_close(tool.close)
 

@@ -7,11 +7,19 @@ Exit codes:
 0     done
 1     refused: bad input (the message names the entry and the field), a conflict
 2     usage: an unknown command or option, a missing argument
-3     Redis: unreachable, or it answered with an error
+3     Redis: unreachable, or it answered with an error not listed below
 4     not found: no entry, quarantined definition or delayed task of that name
 5     unhealthy: ``status`` found no beat alive
 6     incompatible: a server (or store) redisbeat cannot work with (``Incompatible``)
+7     no password: Redis requires one and none was given (``NOAUTH``)
+8     login refused: a wrong user or password, or a disabled user (``WRONGPASS``)
+9     permission: the ACL user lacks a permission (``NOPERM``)
+10    TLS: the handshake failed (a certificate, or TLS on one side only)
+11    no such database: the URL names a database the server does not have
 ====  ==========================================================================
+
+7 to 11 are :data:`redisbeat.store.trouble.EXIT_CODES`: a beat stopped by 7, 8 or 11 exits
+with the same status.
 """
 
 from __future__ import annotations
@@ -51,19 +59,33 @@ class Failed(click.ClickException):
 class Tool:
     """The ``ctx.obj`` of every command: opens the deployment's store at first use."""
 
-    def __init__(self, config: Callable[[], Config]) -> None:
+    def __init__(self, config: Callable[[], Config], app: Callable[[], Any] | None) -> None:
         self._config = config
+        self._settings: Config | None = None
+        self._app = app
         self._store: ScheduleStore | None = None
         self.out = Console(highlight=False, soft_wrap=False)
         self.err = Console(stderr=True, highlight=False)
 
     @property
+    def config(self) -> Config:
+        """The deployment's settings, read once."""
+        if self._settings is None:
+            self._settings = self._config()
+        return self._settings
+
+    @property
     def store(self) -> ScheduleStore:
         if self._store is None:
-            store = ScheduleStore.from_config(self._config())
+            store = ScheduleStore.from_config(self.config)
             self._store = store
             check_format(store)  # before a command reads what it might misread
         return self._store
+
+    @property
+    def app(self) -> Any | None:
+        """The Celery app (None with ``--url``: no app, so no task names to check against)."""
+        return self._app() if self._app is not None else None
 
     def close(self) -> None:
         if self._store is not None:
@@ -95,12 +117,10 @@ def guarded(command: Callable[P, R]) -> Callable[P, R]:
     def run(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return command(*args, **kwargs)
-        except StoreUnavailable as exc:
-            raise Failed(f"cannot reach Redis: {exc}", REDIS) from None
+        except StoreError as exc:
+            raise Failed(*store_failure(exc)) from None
         except Incompatible as exc:
             raise Failed(str(exc), exc.exit_code) from None
-        except StoreError as exc:
-            raise Failed(f"Redis answered with an error: {exc}", REDIS) from None
         except EntryNotFound as exc:
             raise Failed(str(exc), NOT_FOUND) from None
         except OwnershipError as exc:
@@ -111,6 +131,22 @@ def guarded(command: Callable[P, R]) -> Callable[P, R]:
             raise Failed(str(exc), REFUSED) from None
 
     return run
+
+
+def store_failure(exc: StoreError) -> tuple[str, int]:
+    """The line and exit code of a store error: trouble mended in a setting or the server's
+    configuration (a password, TLS, an ACL, the database) names the URL, the fix and has an
+    exit code of its own; an outage or another error reply is exit code 3."""
+    trouble = exc.trouble
+    if trouble.misconfigured or isinstance(exc, Incompatible):
+        return exc.describe(), trouble.exit_code
+    if isinstance(exc, StoreUnavailable):
+        at = f" at {exc.where}" if exc.where else ""
+        return (
+            f"cannot reach Redis{at} ({exc}); check the host and port, and that the server "
+            "is running and accepts connections from this host"
+        ), REDIS
+    return f"Redis answered with an error: {exc}", REDIS
 
 
 pass_tool = click.make_pass_decorator(Tool)

@@ -10,9 +10,12 @@ import click
 
 from ..config import MAX_SHARDS
 from ..schedule.documents import entry_from_document
+from ..store import persistence
+from ..store.errors import StoreError
 from ..store.listing import Counts
 from ..store.records import BeatInfo
 from ..store.reshard import Reshard
+from .checking import check_tasks, unregistered_ok
 from .context import NOT_FOUND, UNHEALTHY, Failed, Tool, guarded, json_option, pass_tool
 from .editing import seconds
 
@@ -33,12 +36,16 @@ def _ago(then: datetime, now: datetime) -> str:
 @pass_tool
 @guarded
 def status(tool: Tool, overdue_after: str, as_json: bool) -> None:
-    """Beats alive, entries stored / scheduled / due / overdue, claims and quarantine."""
+    """Beats alive, entries stored / scheduled / due / overdue, claims, quarantine and
+    delayed tasks pending."""
     store = tool.store
     counts = store.counts(seconds(overdue_after))
     beats = store.beats()
     stats = store.beat_activity([beat.id for beat in beats])
     layout = store.layout
+    warnings = _persistence_warnings(tool)
+    for warning in warnings:
+        click.echo(f"WARNING: {warning}", err=True)
     if as_json:
         tool.json(
             {
@@ -47,12 +54,24 @@ def status(tool: Tool, overdue_after: str, as_json: bool) -> None:
                 "resharding_to": layout.moving_to,
                 "counts": counts,
                 "beats": [{"beat": b, "stats": stats.get(b.id)} for b in beats],
+                "warnings": warnings,
             }
         )
     else:
         _status_tables(tool, counts, beats, stats, overdue_after)
     if not beats:
         raise Failed("no beat is alive: nothing is being sent", UNHEALTHY)
+
+
+def _persistence_warnings(tool: Tool) -> list[str]:
+    """A line for each server of the store that keeps nothing on disk (none when the
+    setting silences them, or the server will not say: never an error)."""
+    if not tool.config.persistence_warning:
+        return []
+    try:
+        return [persistence.warning(where) for where in tool.store.volatile_servers()]
+    except StoreError:
+        return []
 
 
 def _status_tables(
@@ -71,6 +90,7 @@ def _status_tables(
             f"overdue > {overdue_after}",
             "in flight",
             "quarantined",
+            "delayed pending",
         ),
         [
             [
@@ -80,6 +100,7 @@ def _status_tables(
                 counts.overdue,
                 counts.inflight,
                 counts.quarantined,
+                counts.delayed,
             ]
         ],
     )
@@ -178,9 +199,12 @@ def quarantine_drop(tool: Tool, name: str) -> None:
 @click.argument("name")
 @click.option("--file", "path", type=click.File(), help="The fixed definition, as JSON.")
 @click.option("--edit", is_flag=True, help="Fix the definition in $EDITOR first.")
+@unregistered_ok
 @pass_tool
 @guarded
-def quarantine_restore(tool: Tool, name: str, path: IO[str] | None, edit: bool) -> None:
+def quarantine_restore(
+    tool: Tool, name: str, path: IO[str] | None, edit: bool, unregistered_ok: bool
+) -> None:
     """Put a definition back on the schedule: as stored (once what made it fail is fixed,
     a missing task say), or as fixed in a file or in $EDITOR. It is checked first."""
     record = tool.store.quarantined().get(name)
@@ -196,6 +220,7 @@ def quarantine_restore(tool: Tool, name: str, path: IO[str] | None, edit: bool) 
     if isinstance(document, dict) and document.get("name") != name:
         raise Failed(f"entry {name!r}: field 'name': the definition names {document.get('name')!r}")
     entry = entry_from_document(document, name)
+    check_tasks(tool, [entry], unregistered_ok)
     tool.store.upsert(entry, force=True)
     tool.say(f"{name}: restored; next run {tool.when(tool.store.state(name).next_run_at)}")
 

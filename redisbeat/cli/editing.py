@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from ..schedule.documents import entry_from_document
+from .checking import check_tasks, unregistered_ok
 from .context import NOT_FOUND, Failed, Tool, guarded, pass_tool
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)?")
@@ -81,12 +82,14 @@ def _json_value(name: str, field: str, text: str | None, default: Any) -> Any:
 @click.option("--description", default="")
 @click.option("--replace", is_flag=True, help="Replace an entry of that name.")
 @click.option("--force", is_flag=True, help="Take over an entry another source owns.")
+@unregistered_ok
 @pass_tool
 @guarded
 def add(tool: Tool, /, name: str, task: str, **options: Any) -> None:
     """Add entry NAME that sends TASK on one schedule (--every, --crontab, --cron or --at)."""
     document = _document(name, task, options)
     entry = entry_from_document(document, name)
+    check_tasks(tool, [entry], options["unregistered_ok"])
     store = tool.store
     if not options["replace"] and name in store:
         raise Failed(f"entry {name!r} exists: pass --replace to change it")

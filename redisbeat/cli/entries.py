@@ -185,6 +185,18 @@ def _passed(count: int, last: Passed | None, zone: ZoneInfo) -> str | None:
     return f"{count} in all; the last {last.count} before {_local(last.due, zone)} ({last.reason})"
 
 
+def _duplicates(state: EntryState, zone: ZoneInfo) -> str | None:
+    """Copies of runs the workers dropped, and the last: ``2 in all; the last ...``."""
+    last = state.last_duplicate
+    if not state.duplicates or last is None:
+        return str(state.duplicates) if state.duplicates else None
+    at = _local(last.at, zone)
+    return (
+        f"{state.duplicates} in all; the last at {at} on {last.worker or '?'}, task "
+        f"{last.task_id} ({last.stage} on {last.first or '?'})"
+    )
+
+
 def _local(value: datetime | None, zone: ZoneInfo) -> datetime | None:
     return value.astimezone(zone) if value else None
 
@@ -230,6 +242,7 @@ def show(tool: Tool, name: str, runs: int, as_json: bool) -> None:
         ("last outcome", _outcome(state)),
         ("missed", _passed(state.missed, state.last_missed, zone)),
         ("skipped (overlap)", _passed(state.skipped, state.last_skipped, zone)),
+        ("duplicates", _duplicates(state, zone)),
         ("state", condition(state)),
     ]
     tool.table(("field", "value"), rows, title=f"entry {name}")

@@ -2,25 +2,28 @@
 
 A file is a list of entry documents (see :mod:`redisbeat.schedule.documents`). Export
 streams, so a million entries never sit in memory at once; import reads the whole file,
-checks every entry (and who owns what it would replace) before it writes anything, and
-writes only what differs, so importing the same file twice changes nothing.
+checks every entry (its task name, and who owns what it would replace) before it writes
+anything, reports every problem at once (:mod:`.reading`), and writes only what differs, so
+importing the same file twice changes nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 import click
 from rich.progress import Progress
 
 from ..errors import CorruptEntry, InvalidEntry
-from ..schedule.documents import entry_from_document
 from ..schedule.entry import Entry
+from .checking import task_problems, unregistered_ok
 from .context import Failed, Tool, guarded, json_option, pass_tool
+from .reading import Problem, read_file
 
 #: Entries read from Redis, or written to it, at a time.
 CHUNK = 1000
@@ -86,18 +89,30 @@ def _progress(tool: Tool, path: str) -> Progress:
 @click.option("--format", "fmt", type=click.Choice(FORMATS), help="Default: from FILE's suffix.")
 @click.option("--dry-run", is_flag=True, help="Check everything and print what would change.")
 @click.option("--force", is_flag=True, help="Take over entries another source owns.")
+@unregistered_ok
 @json_option
 @pass_tool
 @guarded
 def import_(
-    tool: Tool, path: str, fmt: str | None, dry_run: bool, force: bool, as_json: bool
+    tool: Tool,
+    path: str,
+    fmt: str | None,
+    dry_run: bool,
+    force: bool,
+    unregistered_ok: bool,
+    as_json: bool,
 ) -> None:
     """Add or update the entries FILE holds; nothing is written unless all of them are valid."""
-    entries = _read(path, _format(path, fmt))
-    changes = _plan(tool, entries, force)
+    fmt = _format(path, fmt)
+    read = read_file(path, fmt, _yaml() if fmt == "yaml" else None)
+    read.add(task_problems(tool, read.entries, unregistered_ok))
+    changes, conflicts = _plan(tool, read.entries, force)
+    read.add(conflicts)
+    if read.problems:
+        _refuse(tool, path, read.problems, dry_run, as_json)
     changed = [name for name, what in changes.items() if what != "unchanged"]
     if not dry_run and changed:
-        by_name = {e.name: e for e in entries}
+        by_name = {e.name: e for e in read.entries}
         with _progress(tool, path) as bar:
             task = bar.add_task("importing", total=len(changed))
             for start in range(0, len(changed), CHUNK):
@@ -105,41 +120,40 @@ def import_(
                 tool.store.upsert_many(chunk, force=force)
                 bar.advance(task, len(chunk))
     summary = {what: sum(1 for w in changes.values() if w == what) for what in _ACTIONS}
-    if as_json:
-        tool.json({"dry_run": dry_run, "summary": summary, "changes": changes})
-        return
-    if dry_run:
-        tool.table(("name", "would be"), ([n, changes[n]] for n in changed))
     verb = "would be" if dry_run else "were"
-    tool.say(", ".join(f"{count} {verb} {what}" for what, count in summary.items()))
+    message = ", ".join(f"{count} {verb} {what}" for what, count in summary.items())
+    if not changed:
+        message = f"nothing to change: {len(changes)} entries already as in the file"
+    if as_json:
+        done = {n: changes[n] for n in changed}
+        tool.json({"dry_run": dry_run, "summary": summary, "changes": done, "message": message})
+        return
+    if dry_run and changed:
+        tool.table(("name", "would be"), ([n, changes[n]] for n in changed))
+    tool.say(message)
 
 
 _ACTIONS = ("added", "updated", "unchanged")
 
 
-def _read(path: str, fmt: str) -> list[Entry]:
-    """Every entry of the file, or the first error found (naming the entry and field)."""
-    with click.open_file(path, encoding="utf-8") as source:
-        try:
-            data = _yaml().safe_load(source) if fmt == "yaml" else json.load(source)
-        except Exception as exc:  # json's and yaml's own parse errors
-            raise Failed(f"{path}: not valid {fmt.upper()}: {exc}") from None
-    if not isinstance(data, list):
-        raise Failed(f"{path}: expected a list of entries, got {type(data).__name__}")
-    entries: list[Entry] = []
-    seen: set[str] = set()
-    for position, document in enumerate(data, 1):
-        entry = entry_from_document(document, f"entry {position} of {path}")
-        if entry.name in seen:
-            raise InvalidEntry(entry.name, "name", f"appears twice in {path}")
-        seen.add(entry.name)
-        entries.append(entry)
-    return entries
+def _refuse(
+    tool: Tool, path: str, problems: list[Problem], dry_run: bool, as_json: bool
+) -> NoReturn:
+    """Every problem found, then exit 1: nothing was written."""
+    count = f"{len(problems)} problem{'s' if len(problems) > 1 else ''}"
+    headline = f"{path}: {count}; nothing was written"
+    if as_json:
+        found = [dataclasses.asdict(p) for p in problems]
+        tool.json({"dry_run": dry_run, "problems": found, "message": headline})
+        raise Failed(headline)
+    raise Failed("\n  ".join([f"{headline}:", *map(str, problems)]))
 
 
-def _plan(tool: Tool, entries: list[Entry], force: bool) -> dict[str, str]:
-    """What importing each entry would do; an entry another source owns is refused."""
-    store, changes = tool.store, {}
+def _plan(
+    tool: Tool, entries: list[Entry], force: bool
+) -> tuple[dict[str, str], list[InvalidEntry]]:
+    """What importing each entry would do, and an error for each that another source owns."""
+    store, changes, conflicts = tool.store, {}, []
     it = iter(entries)
     while chunk := list(islice(it, CHUNK)):
         stored = store.definitions([e.name for e in chunk])
@@ -157,12 +171,16 @@ def _plan(tool: Tool, entries: list[Entry], force: bool) -> dict[str, str]:
             except CorruptEntry:
                 owner = entry.source  # a stored definition that does not load is replaced
             if owner != entry.source and not force:
-                raise Failed(
-                    f"entry {entry.name!r}: field 'source': the stored entry belongs to "
-                    f"{owner!r}, the file says {entry.source!r} (--force takes it over)"
+                conflicts.append(
+                    InvalidEntry(
+                        entry.name,
+                        "source",
+                        f"the stored entry belongs to {owner!r}, the file says "
+                        f"{entry.source!r} (--force takes it over)",
+                    )
                 )
             changes[entry.name] = "updated"
-    return changes
+    return changes, conflicts
 
 
 COMMANDS = [export, import_]

@@ -48,6 +48,9 @@ DEFAULTS: dict[str, Any] = {
     "history_size": 0,
     "track_runs": False,
     "run_expiry_seconds": 3600.0,
+    "duplicate_window_seconds": 600.0,
+    "check_task_names": True,
+    "persistence_warning": True,
 }
 #: The settings :meth:`Config.from_app` works the connection out from.
 CONNECTION_SETTINGS = frozenset(
@@ -124,6 +127,12 @@ class Config:
     track_runs: bool = False
     #: The longest a run counts as running when its worker never reports its end.
     run_expiry_seconds: float = 3600.0
+    #: How long a worker with the hook remembers a run, to drop copies of it (0: no check).
+    duplicate_window_seconds: float = 600.0
+    #: Writers that know the app refuse a task name it does not register (task_names.py).
+    check_task_names: bool = True
+    #: Warn once (a beat at start-up, ``status``) when the store's Redis keeps nothing on disk.
+    persistence_warning: bool = True
 
     def __post_init__(self) -> None:
         schemes = (*REDIS_SCHEMES, SENTINEL_SCHEME, *CLUSTER_SCHEMES)
@@ -141,10 +150,11 @@ class Config:
             )
         self._check_positive()
         self._check_metrics()
-        if not isinstance(self.track_runs, bool):
-            raise ConfigurationError(
-                f"redisbeat_track_runs must be True or False: {self.track_runs!r}"
-            )
+        for name in ("track_runs", "check_task_names", "persistence_warning"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigurationError(
+                    f"redisbeat_{name} must be True or False: {getattr(self, name)!r}"
+                )
         for name, allowed in CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise ConfigurationError(
@@ -188,6 +198,12 @@ class Config:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value <= 0:
                 raise ConfigurationError(f"redisbeat_{name} must be a positive number: {value!r}")
+        window = self.duplicate_window_seconds
+        if not (window == 0 or (_positive(window) and window >= 2 * self.lease_seconds)):
+            raise ConfigurationError(
+                "redisbeat_duplicate_window_seconds must be 0 (no duplicate check) or at least "
+                f"twice redisbeat_lease_seconds ({2 * self.lease_seconds:g}): {window!r}"
+            )
 
     def _check_sentinel(self) -> None:
         if self.sentinel is not None:

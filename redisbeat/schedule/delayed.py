@@ -133,6 +133,9 @@ class DelayedTask:
     task_id: str | None = None
     sent_at: datetime | None = None
     error: str | None = None
+    #: Once sent: copies of its run that workers with the hook dropped (sent again under
+    #: its task id after a beat was killed).
+    duplicates: int = 0
 
 
 #: The ``source`` of the Entry a beat sends a delayed task as (its message names the key).

@@ -17,22 +17,40 @@ from ..errors import CorruptEntry, InvalidEntry
 from .codec import KIND_CLASSES
 from .entry import ENTRY_FIELDS, Entry
 
-__all__ = ["entry_from_document"]
+__all__ = ["entry_from_document", "read_document"]
 
 
 def entry_from_document(data: Any, where: str) -> Entry:
     """The entry a document describes; ``where`` names it while its name is unknown
     (``entry 3 of entries.yaml``)."""
+    entry, problems = read_document(data, where)
+    if problems:
+        raise problems[0]
+    assert entry is not None
+    return entry
+
+
+def read_document(data: Any, where: str) -> tuple[Entry | None, list[InvalidEntry]]:
+    """The entry a document describes (None when it has a problem) and its problems: each
+    unknown field, then the first error in the rest (the constructor stops at its first)."""
     if not isinstance(data, dict):
-        raise InvalidEntry(where, "entry", f"must be a mapping, got {type(data).__name__}")
+        return None, [InvalidEntry(where, "entry", f"must be a mapping, got {type(data).__name__}")]
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
-        raise InvalidEntry(where, "name", "is missing or not a non-empty string")
-    for key in data:
-        if key not in ENTRY_FIELDS:
-            raise InvalidEntry(
-                name, str(key), f"unknown field; expected one of {sorted(ENTRY_FIELDS)}"
-            )
+        return None, [InvalidEntry(where, "name", "is missing or not a non-empty string")]
+    problems = [
+        InvalidEntry(name, str(key), f"unknown field; expected one of {sorted(ENTRY_FIELDS)}")
+        for key in data
+        if key not in ENTRY_FIELDS
+    ]
+    try:
+        entry = _entry({k: v for k, v in data.items() if k in ENTRY_FIELDS}, name)
+    except InvalidEntry as exc:
+        return None, [*problems, exc]
+    return (None if problems else entry), problems
+
+
+def _entry(data: dict[str, Any], name: str) -> Entry:
     document = {**data, "schedule": _with_defaults(name, data.get("schedule"))}
     try:
         text = json.dumps(document, default=_refuse, allow_nan=False)

@@ -5,15 +5,20 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+import logging
+from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 from celery.schedules import crontab, schedule
 
 from ..errors import InvalidEntry, InvalidSchedule
+from .bad_items import BadItem
 from .entry import Entry
 from .kinds import Cron, Crontab, Interval, as_schedule
+from .task_names import BY_SETTING, checking, unknown_tasks
+
+log = logging.getLogger(__name__)
 
 CONFIG_SOURCE = "config"
 #: Keys a ``beat_schedule`` item may have: Celery's own, then redisbeat's.
@@ -36,14 +41,42 @@ REDISBEAT_KEYS = {
 SCHEDULE_KEYS = ("dst_gap", "dst_fold")
 
 
-def config_entries(app: Any) -> list[Entry]:
+def config_entries(app: Any, tasks: Collection[str] | None = None) -> list[Entry]:
     """The entries ``app.conf.beat_schedule`` asks for, plus Celery's default ones.
 
-    Raises :class:`InvalidEntry` naming the entry and the field on the first bad item.
+    Raises :class:`InvalidEntry` naming the entry and the field on the first bad item
+    (``tasks``: as for :func:`read_config`).
+    """
+    entries, bad = read_config(app, tasks)
+    if bad:
+        raise bad[0].error
+    return entries
+
+
+def read_config(
+    app: Any, tasks: Collection[str] | None = None
+) -> tuple[list[Entry], list[BadItem]]:
+    """The entries ``app.conf.beat_schedule`` asks for (with Celery's default ones), and
+    the items that make no entry: a beat sends the first and sets the others aside.
+
+    Given ``tasks``, the names the app registers, an item whose task is not among them
+    makes no entry either (unless ``redisbeat_check_task_names`` is False).
     """
     items: dict[str, Any] = dict(_default_items(app))
     items.update(app.conf.beat_schedule or {})
-    return [_entry(name, item) for name, item in items.items()]
+    entries: list[Entry] = []
+    bad: list[BadItem] = []
+    for name, item in items.items():
+        try:
+            entries.append(_entry(name, item))
+        except InvalidEntry as exc:
+            bad.append(BadItem.of(name, item, exc, CONFIG_SOURCE))
+    if tasks is not None and checking(app):
+        named = ((e.name, e.task) for e in entries)
+        unknown = {p.name: p for p in unknown_tasks(named, tasks, app.main, BY_SETTING)}
+        bad += [BadItem.of(n, items[n], error, CONFIG_SOURCE) for n, error in unknown.items()]
+        entries = [e for e in entries if e.name not in unknown]
+    return entries, bad
 
 
 def digests(entries: Iterable[Entry]) -> dict[str, str]:

@@ -20,6 +20,7 @@ from ..config import Config
 from ..errors import CorruptEntry, OwnershipError, RedisBeatError
 from ..schedule.clock import valid_ms
 from ..schedule.entry import Entry
+from .activity_log import ActivityLog
 from .backfill import BackfillCalls
 from .beats import BeatCalls
 from .changes import ChangeFeed
@@ -28,6 +29,7 @@ from .keys import Keys
 from .listing import EntryListing
 from .moving import placed
 from .pausing import Hold, PauseCalls
+from .receipts import ReceiptCalls
 from .records import SyncReport, text_or_none, wire
 from .runs import RunCalls
 from .scripts import Scripts, Upsert
@@ -41,7 +43,16 @@ MAX_CAS_ATTEMPTS = 10
 T = TypeVar("T")
 
 
-class ScheduleStore(BeatCalls, ChangeFeed, EntryListing, BackfillCalls, PauseCalls, RunCalls):
+class ScheduleStore(
+    BeatCalls,
+    ChangeFeed,
+    EntryListing,
+    BackfillCalls,
+    PauseCalls,
+    RunCalls,
+    ReceiptCalls,
+    ActivityLog,
+):
     """Periodic entries in Redis: CRUD for people and programs, claims for beats."""
 
     @classmethod
@@ -259,11 +270,13 @@ class ScheduleStore(BeatCalls, ChangeFeed, EntryListing, BackfillCalls, PauseCal
         self._with_layout(run_now)
 
     @translated
-    def sync_source(self, source: str, entries: Iterable[Entry]) -> SyncReport:
+    def sync_source(
+        self, source: str, entries: Iterable[Entry], *, keep: Iterable[str] = ()
+    ) -> SyncReport:
         """Make the entries owned by ``source`` exactly ``entries``.
 
-        Entries of that source not given are removed; names owned by another source are left
-        alone and reported in ``foreign``.
+        Entries of that source not given are removed, but for the names in ``keep``; names
+        owned by another source are left alone and reported in ``foreign``.
         """
         wanted = {e.name: e for e in entries}
         for entry in wanted.values():
@@ -275,7 +288,8 @@ class ScheduleStore(BeatCalls, ChangeFeed, EntryListing, BackfillCalls, PauseCal
         results: dict[str, str] = {}
         for chunk in _chunks(wanted.values(), CHUNK):
             results.update(self._write(chunk, force=False, foreign="skip"))
-        removed = [n for n in sorted(owned - set(wanted)) if self.remove(n, source=source)]
+        gone = owned - set(wanted) - set(keep)
+        removed = [n for n in sorted(gone) if self.remove(n, source=source)]
         return SyncReport(
             added=sorted(n for n, r in results.items() if r == "added"),
             updated=sorted(n for n, r in results.items() if r == "updated"),

@@ -16,6 +16,7 @@ from ..schedule.kinds import DST_FOLD_POLICIES, DST_GAP_POLICIES
 from .client import Connection
 from .errors import LayoutChanged, translated
 from .keys import Keys
+from .persistence import volatile
 from .records import wire
 from .replication import Replicas
 from .runner import Runner
@@ -39,6 +40,9 @@ class StoreBase:
     #: the longest a run counts as running when its worker never says it ended.
     history_size = 0
     run_expiry_ms = 3_600_000
+    #: How long a worker remembers a run it received, started or ended, to drop copies of
+    #: it (``redisbeat_duplicate_window_seconds``; 0: it does not check).
+    duplicate_window_ms = 600_000
 
     def __init__(
         self,
@@ -118,12 +122,21 @@ class StoreBase:
         )
         store.history_size = config.history_size
         store.run_expiry_ms = int(config.run_expiry_seconds * 1000)
+        store.duplicate_window_ms = int(config.duplicate_window_seconds * 1000)
         return store
 
     def with_defaults(self, entry: Entry) -> Entry:
         """``entry`` as it is stored: its schedule's zone filled in, and the DST policies
         where the deployment's differ from the usual ones (which are stored as none)."""
         return entry.with_defaults(self.timezone, *usual_or(self.dst_gap, self.dst_fold))
+
+    def mark_ms(self, op: str) -> int:
+        """How long the duplicate check's mark of a run lasts from its ``start`` (while it may
+        still be going on) or its ``end`` (0: the check is off)."""
+        window = self.duplicate_window_ms
+        if window <= 0:
+            return 0
+        return max(window, self.run_expiry_ms) if op == "start" else window
 
     @property
     def client(self) -> redis.Redis:
@@ -209,6 +222,17 @@ class StoreBase:
     def describe(self) -> str:
         """Where the store lives, for log lines (no password)."""
         return f"{self.connection.describe()} prefix={self.keys.prefix}"
+
+    @property
+    def where(self) -> str:
+        """The Redis the store is in, as its errors name it: the URL, password masked."""
+        return self.connection.target()
+
+    @translated
+    def volatile_servers(self) -> list[str]:
+        """Each server of the store (each master of a cluster) that keeps nothing on disk,
+        named without its password; none where the server will not say (:mod:`.persistence`)."""
+        return volatile(self.connection)
 
     @translated
     def now_ms(self) -> int:

@@ -1,5 +1,5 @@
-"""What a beat asks of Redis: claims and their leases, finishing a batch, the heartbeat, the
-``beat_schedule`` record, and mending what it finds broken on the way."""
+"""What a beat asks of Redis: claims and their leases, finishing a batch, the heartbeat, and
+mending what it finds broken on the way (the ``beat_schedule`` record: :mod:`.config_record`)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from typing import Any
 from ..errors import CorruptEntry
 from ..schedule.clock import MAX_MS, from_ms
 from ..schedule.entry import Entry
-from .base import StoreBase
+from .activity_log import log_summary
+from .config_record import ConfigCalls
 from .delayed_scripts import DelayedScripts
 from .errors import translated
 from .keys import DELAYED_MARK, bare, lane_of, shard_of
 from .records import (
     ClaimBatch,
-    ConfigMarker,
     FinishResult,
     Heartbeat,
     Outcome,
@@ -30,7 +30,7 @@ from .scripts import Scripts, renewed_until
 from .shards import Layout, ShardCursor
 
 
-class BeatCalls(StoreBase):
+class BeatCalls(ConfigCalls):
     """The beat protocol: each call is one Lua script, run atomically in Redis."""
 
     @translated
@@ -224,8 +224,12 @@ class BeatCalls(StoreBase):
 
     @translated
     def record_activity(self, beat_id: str, summary: dict[str, Any], ttl_s: int) -> None:
-        """Keep a beat's summary of its last minute for ``status`` to show."""
-        self.client.set(self.keys.activity(beat_id), json.dumps(summary), ex=ttl_s)
+        """Keep a beat's summary of its last period for ``status`` to show, and add it to
+        the deployment's last hour of summaries (:mod:`.activity_log`), in one round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.set(self.keys.activity(beat_id), json.dumps(summary), ex=ttl_s)
+        log_summary(pipe, self.keys, beat_id, summary)
+        pipe.execute()
 
     @translated
     def deregister(self, beat_id: str) -> None:
@@ -252,41 +256,6 @@ class BeatCalls(StoreBase):
         if due is None:
             return "taken off the schedule (nothing left to run)"
         return f"rescheduled from its definition to {from_ms(due).isoformat()}"
-
-    # -- the beat_schedule the deployment follows ----------------------------------------------
-
-    @translated
-    def config_marker(self) -> ConfigMarker | None:
-        """Which ``beat_schedule`` the deployment follows, or None."""
-        fields = ("version", "at", "by", "entries", "previous", "applied")
-        values = self.client.hmget(self.keys.config, fields)
-        return ConfigMarker.from_fields([text_or_none(v) for v in values])
-
-    @translated
-    def config_version(self) -> str | None:
-        """The version the record names, even a record :meth:`config_marker` cannot read."""
-        return text_or_none(self.client.hget(self.keys.config, "version"))
-
-    @translated
-    def claim_config(
-        self,
-        read: str,
-        version: str,
-        beat_id: str,
-        entries: dict[str, str],
-        previous: dict[str, str] | None,
-    ) -> bool:
-        """Record a new ``beat_schedule`` (not yet applied) unless the version is no longer
-        ``read`` ('' for none); True when recorded."""
-        before = "" if previous is None else json.dumps(previous, sort_keys=True)
-        return self.scripts.claim_config(
-            read, version, beat_id, json.dumps(entries, sort_keys=True), before
-        )
-
-    @translated
-    def config_applied(self, version: str) -> bool:
-        """Record that the entries of ``version`` are written; False if it was replaced."""
-        return self.scripts.config_applied(version)
 
 
 def _merged(results: list[FinishResult], next_due_ms: int | None) -> FinishResult:

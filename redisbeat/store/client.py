@@ -19,7 +19,7 @@ from redis.exceptions import AskError, ClusterDownError, MovedError
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
 from ..config import Config
-from ..urls import ClusterURL
+from ..urls import ClusterURL, redact
 from . import server
 from .errors import StoreIncompatible
 
@@ -33,10 +33,17 @@ class Connection:
     slots when it is made, and a beat must start (and wait) while Redis is down."""
 
     def __init__(
-        self, client: Any = None, *, make: Callable[[], Any] | None = None, sentinel: Any = None
+        self,
+        client: Any = None,
+        *,
+        make: Callable[[], Any] | None = None,
+        sentinel: Any = None,
+        url: str | None = None,
     ) -> None:
         self._client = client
         self._make = make
+        #: The URL the settings name, its password masked (None: a client was given).
+        self.url = url
         #: The Sentinel client a sentinel:// URL made (closed with the connection).
         self.sentinel: Sentinel | None = sentinel
         #: Whether the server passed the look at it (:meth:`check_server`), and the line that
@@ -50,12 +57,14 @@ class Connection:
         # rather than fail the whole reply; Entry.loads rejects them, and they encode back to
         # the same bytes, so the quarantine script still recognises the definition.
         options = {"encoding_errors": "surrogateescape", **dict(config.redis_options)}
+        url = redact(config.redis_url)
         cluster = config.cluster
         if cluster is not None:
-            return cls(make=lambda: _cluster_client(cluster, options))
+            return cls(make=lambda: _cluster_client(cluster, options), url=url)
         target = config.sentinel
         if target is None:
-            return cls(redis.Redis.from_url(config.redis_url, decode_responses=True, **options))
+            client = redis.Redis.from_url(config.redis_url, decode_responses=True, **options)
+            return cls(client, url=url)
         sentinel = Sentinel(  # type: ignore[no-untyped-call]
             list(target.addresses), sentinel_kwargs=dict(config.sentinel_options)
         )
@@ -65,7 +74,7 @@ class Connection:
             decode_responses=True,
             **{"db": target.db, **{k: v for k, v in credentials.items() if v}, **options},
         )
-        return cls(client, sentinel=sentinel)
+        return cls(client, sentinel=sentinel, url=url)
 
     @property
     def client(self) -> redis.Redis:
@@ -137,23 +146,26 @@ class Connection:
         Unreachable, it raises the connection error and looks again at the next call."""
         if self._refused is not None:
             raise StoreIncompatible(self._refused)
-        client = self._made()
-        if isinstance(client, RedisCluster):
-            where = self.describe()
-            nodes = [
-                (client.get_redis_connection(n), f"{_host_port(n.host, n.port)} in {where}")
-                for n in client.get_primaries()
-            ]
-        else:
-            nodes = [(client, self.describe())]
         plain = not self.is_cluster and self.sentinel is None
         try:
-            for node, where in nodes:
+            for node, where in self.masters():
                 server.check(node, where, plain=plain)
         except StoreIncompatible as exc:
             self._refused = str(exc)
             raise
         self._checked = True
+
+    def masters(self) -> list[tuple[redis.Redis, str]]:
+        """A client of each server that holds the store (each master of a cluster), with its
+        name for log lines."""
+        client = self._made()
+        if not isinstance(client, RedisCluster):
+            return [(client, self.describe())]
+        where = self.describe()
+        return [
+            (client.get_redis_connection(n), f"{_host_port(n.host, n.port)} in {where}")
+            for n in client.get_primaries()
+        ]
 
     def decodes_responses(self) -> bool:
         client = self._client
@@ -187,6 +199,11 @@ class Connection:
             )
             where = f"sentinel master {pool.service_name} via {via}"
         return f"{where} db={kw.get('db', 0)}"
+
+    def target(self) -> str:
+        """The Redis this connection is for, as an error names it: the URL of the settings
+        with its password masked, else (a client was given) :meth:`describe`."""
+        return self.url or self.describe()
 
     def close(self) -> None:
         if self._client is not None:

@@ -219,7 +219,7 @@ def _done(key: str, raw: str | None) -> DelayedTask | None:
         due, at, outcome = int(done["due"]), int(done["at"]), done["outcome"]
     except (KeyError, TypeError, ValueError):
         return None
-    owner, task = done.get("owner"), done.get("task")
+    owner, task, copies = done.get("owner"), done.get("task"), done.get("duplicates")
     return DelayedTask(
         key,
         task if isinstance(task, str) else "",
@@ -229,6 +229,7 @@ def _done(key: str, raw: str | None) -> DelayedTask | None:
         task_id=str(done.get("task_id") or "") or None,
         sent_at=from_ms(at),
         error=done.get("error") if isinstance(done.get("error"), str) else None,
+        duplicates=copies if isinstance(copies, int) and copies > 0 else 0,
     )
 
 

@@ -102,6 +102,11 @@ class Keys:
         a worker now (the worker hook's; ``until``: when it stops counting as running)."""
         return self._key("running")
 
+    def seen(self, task_id: str, retries: int = 0) -> str:
+        """STRING, expiring: what the workers know of one try of a task redisbeat sent (the
+        worker hook's duplicate check, in the entry's shard): JSON {stage, tag, worker, at}."""
+        return self._key(f"seen:{task_id}" + (f":{retries}" if retries else ""))
+
     @property
     def beats(self) -> str:
         """ZSET: beat instance id -> last heartbeat (ms)."""
@@ -111,6 +116,13 @@ class Keys:
         """STRING: what a beat did in its last minute (sent, lateness, recovered), JSON;
         it expires on its own once the beat stops writing it."""
         return self._deployment_key(f"activity:{beat_id}")
+
+    @property
+    def activity_log(self) -> str:
+        """STREAM, capped, expiring: every beat's summaries of the last hour or so, each an
+        entry {beat, sent, late_p99_ms, missed, ...} whose id is the Redis clock when it was
+        recorded (:mod:`.activity_log`)."""
+        return self._deployment_key("activity-log")
 
     @property
     def quarantine(self) -> str:

@@ -58,6 +58,8 @@ class Counts:
     inflight: int
     quarantined: int
     now_ms: int
+    #: Delayed tasks pending (or being sent).
+    delayed: int = 0
 
 
 class EntryListing(EntryReads):
@@ -245,8 +247,9 @@ class EntryListing(EntryReads):
 
     @translated
     def counts(self, overdue_after: float = 60.0) -> Counts:
-        """Entries stored, scheduled, due, overdue, claimed and set aside, in one round trip
-        (on a cluster, one per node)."""
+        """Entries stored, scheduled, due, overdue, claimed and set aside, and delayed tasks
+        pending, in one round trip (on a cluster, one per node): each a count Redis keeps
+        (HLEN, ZCARD, ZCOUNT), never a walk, so a million entries count as fast as ten."""
         now = self.now_ms()
         pipe = self.client.pipeline(transaction=False)
         for shard in self.all_shards():
@@ -257,11 +260,12 @@ class EntryListing(EntryReads):
             pipe.zcount(keys.schedule, "-inf", now - int(overdue_after * 1000))
             pipe.hlen(keys.inflight)
             pipe.hlen(keys.quarantine)
+            pipe.zcard(keys.delayed)
         replies: list[Any] = pipe.execute()
-        entries, scheduled, due, overdue, inflight, quarantined = (
-            sum(int(r) for r in replies[i::6]) for i in range(6)
+        entries, scheduled, due, overdue, inflight, quarantined, delayed = (
+            sum(int(r) for r in replies[i::7]) for i in range(7)
         )
-        return Counts(entries, scheduled, due, overdue, inflight, quarantined, now)
+        return Counts(entries, scheduled, due, overdue, inflight, quarantined, now, delayed)
 
     @translated
     def beat_activity(self, beat_ids: list[str]) -> dict[str, dict[str, Any]]:

@@ -61,6 +61,12 @@ class EntryReads(StoreBase):
         return {text(n) for names in found for n in names}
 
     @translated
+    def count_source(self, source: str) -> int:
+        """How many entries a source owns, by its index of names (no names read)."""
+        found = self._each_shard(lambda pipe, keys: pipe.scard(keys.source(source)))
+        return sum(int(n) for n in found)
+
+    @translated
     def state(self, name: str) -> EntryState:
         states = self.states([name])
         if not states[0].next_run_at and not states[0].quarantined and name not in self:

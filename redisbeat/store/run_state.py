@@ -114,6 +114,33 @@ class Passed:
 
 
 @dataclass(frozen=True)
+class Duplicate:
+    """The last copy of a run a worker dropped (the worker hook's duplicate check): its task
+    id and due time, when and where it was dropped, and how far the first copy had got on
+    which worker (``stage``: ``received``, ``started`` or ``ended``)."""
+
+    task_id: str
+    due: datetime | None
+    at: datetime | None
+    worker: str
+    stage: str
+    first: str
+
+    @classmethod
+    def from_record(cls, data: Any) -> Duplicate | None:
+        if not isinstance(data, dict):
+            return None
+        return cls(
+            task_id=str(data.get("task_id") or ""),
+            due=_time(data.get("due")),
+            at=_time(data.get("at")),
+            worker=str(data.get("worker") or ""),
+            stage=str(data.get("stage") or ""),
+            first=str(data.get("first") or ""),
+        )
+
+
+@dataclass(frozen=True)
 class EntryState:
     """What Redis knows about an entry's runs."""
 
@@ -152,6 +179,9 @@ class EntryState:
     #: Occurrences skipped by the overlap policy (a run still going), and the last of them.
     skipped: int = 0
     last_skipped: Passed | None = None
+    #: Copies of a run workers dropped (sent again under its task id), and the last of them.
+    duplicates: int = 0
+    last_duplicate: Duplicate | None = None
 
     @classmethod
     def from_redis(
@@ -198,6 +228,8 @@ class EntryState:
             last_missed=Passed.from_record(data.get("last_missed")),
             skipped=_count(data.get("skipped")),
             last_skipped=Passed.from_record(data.get("last_skipped")),
+            duplicates=_count(data.get("duplicates")),
+            last_duplicate=Duplicate.from_record(data.get("last_duplicate")),
         )
 
 
@@ -213,11 +245,22 @@ def state_fields(raw: str | None, problems: list[str] | None = None) -> dict[str
         if problems is not None:
             problems.append("its run state in Redis is not what redisbeat writes")
         return {}
-    numbers = ("last_run_at", "last_sent_at", "total_run_count", "failures", "missed", "skipped")
-    wrong = [k for k in numbers if k in data and not _number(data[k])]
+    wrong = [k for k in _NUMBERS if k in data and not _number(data[k])]
     if wrong and problems is not None:
         problems.append(f"its run state in Redis has invalid {', '.join(wrong)}")
     return {k: v for k, v in data.items() if k not in wrong}
+
+
+#: The run state's fields that hold numbers.
+_NUMBERS = (
+    "last_run_at",
+    "last_sent_at",
+    "total_run_count",
+    "failures",
+    "missed",
+    "skipped",
+    "duplicates",
+)
 
 
 def _number(value: Any) -> bool:

@@ -42,15 +42,16 @@ def _read(name: str) -> str:
 
 @dataclass(frozen=True)
 class Script:
-    """One Lua file after the shared prelude (its key type check, ``wrong_type``)."""
+    """One Lua file after the shared prelude (its key type check, ``wrong_type``) and the
+    parts it shares with other scripts (``with_parts``: Lua files of local functions)."""
 
     name: str
     source: str
     sha: str
 
     @classmethod
-    def named(cls, name: str) -> Script:
-        source = _read("prelude") + _read(name)
+    def named(cls, name: str, *with_parts: str) -> Script:
+        source = "".join(_read(part) for part in ("prelude", *with_parts, name))
         return cls(name, source, hashlib.sha1(source.encode()).hexdigest())
 
 

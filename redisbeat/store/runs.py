@@ -22,7 +22,7 @@ from .errors import translated
 from .records import text, wire
 from .runner import Call, Script
 
-TRACK = Script.named("track")
+TRACK = Script.named("track", "seen")
 #: What a run's end says of it (Celery's states, as a worker hook reports them).
 OUTCOMES = ("succeeded", "failed", "retried", "revoked")
 
@@ -46,8 +46,9 @@ class Run:
 
     task_id: str
     due: datetime | None
-    #: ``sent``, ``skipped`` (``reason`` says why), ``failed`` (the message was refused), or
-    #: ``run`` for a run whose send the history no longer holds.
+    #: ``sent``, ``skipped`` (``reason`` says why), ``failed`` (the message was refused),
+    #: ``run`` for a run whose send the history no longer holds, or ``duplicate``: a copy of
+    #: the run a worker dropped (``reason`` says how far the first got, and where).
     result: str
     sent_at: datetime | None = None
     beat: str = ""
@@ -73,19 +74,22 @@ class Run:
 class RunCalls(StoreBase):
     """The worker hook's writes, and the reads of runs and histories."""
 
-    def _track(self, op: str, name: str, run: dict[str, Any], number: int) -> Any:
+    def _track(self, op: str, name: str, run: dict[str, Any], number: int, retries: int) -> Any:
         shard = self.shard(name)
         k = shard.keys
         keys: list[str | bytes] = [k.running, k.state, wire(k.history(name)), k.schedule]
-        keys.append(k.inflight)
-        args = [op, wire(name), json.dumps(run), number, k.events]
+        keys += [k.inflight, wire(k.seen(str(run["task_id"]), retries))]
+        args = [op, wire(name), json.dumps(run), number, k.events, self.mark_ms(op)]
         return self.runner.run(Call(TRACK, keys, args), "lenient")
 
     @translated
-    def run_started(self, name: str, task_id: str, due_ms: int | None, worker: str) -> None:
-        """Mark the entry as running this task (until it ends, or ``run_expiry`` passes)."""
+    def run_started(
+        self, name: str, task_id: str, due_ms: int | None, worker: str, retries: int = 0
+    ) -> None:
+        """Mark the entry as running this task (until it ends, or ``run_expiry`` passes),
+        and this try of the task id as started (``retries``: the tries before it)."""
         run = {"task_id": task_id, "due": due_ms, "worker": worker}
-        self._track("start", name, run, self.run_expiry_ms)
+        self._track("start", name, run, self.run_expiry_ms, retries)
 
     @translated
     def run_ended(
@@ -96,12 +100,13 @@ class RunCalls(StoreBase):
         worker: str,
         outcome: str,
         exception: str | None = None,
+        retries: int = 0,
     ) -> None:
         """Record how the run of ``task_id`` ended (one of :data:`OUTCOMES`)."""
         run = {"task_id": task_id, "due": due_ms, "worker": worker, "outcome": outcome}
         if exception:
             run["exception"] = exception
-        self._track("end", name, run, self.history_size)
+        self._track("end", name, run, self.history_size, retries)
 
     @translated
     def mark_sending(self, name: str, task_id: str, due_ms: int, now_ms: int) -> None:
@@ -167,6 +172,8 @@ def join_history(records: list[dict[str, Any]]) -> list[Run]:
         elif r.get("kind") == "run" and task_id not in told and outcomes.get(task_id) is r:
             # An outcome whose send was trimmed, or came from a run the beats did not send.
             runs.append(_run({"task_id": task_id, "due": r.get("due"), "result": "run"}, r))
+        elif r.get("kind") == "duplicate":
+            runs.append(_duplicate(r))
     runs.sort(key=lambda run: run.sent_at or run.ended or run.due or _EPOCH, reverse=True)
     return runs
 
@@ -188,6 +195,25 @@ def _run(send: dict[str, Any], run: dict[str, Any] | None) -> Run:
         ended=_time(run.get("ended")),
         runtime=runtime / 1000 if isinstance(runtime, (int, float)) else None,
         worker=str(run.get("worker") or ""),
+    )
+
+
+#: How far the first copy of a run had got when a worker dropped another (a copy's reason).
+_STAGES = {"received": "already received", "started": "already running", "ended": "already ran"}
+
+
+def _duplicate(copy: dict[str, Any]) -> Run:
+    """A copy a worker dropped: a row of its own (the run's outcome stays its send's)."""
+    reason = _STAGES.get(str(copy.get("stage")), "already seen")
+    first = str(copy.get("first") or "")
+    return Run(
+        task_id=str(copy.get("task_id") or ""),
+        due=_time(copy.get("due")),
+        result="duplicate",
+        reason=f"{reason} on {first}" if first else reason,
+        outcome="duplicate",
+        ended=_time(copy.get("at")),
+        worker=str(copy.get("worker") or ""),
     )
 
 

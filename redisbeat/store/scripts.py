@@ -24,6 +24,7 @@ FINISH = Script.named("finish")
 RENEW = Script.named("renew")
 EXPIRE_LOST = Script.named("expire_lost")
 QUARANTINE = Script.named("quarantine")
+QUARANTINE_ITEM = Script.named("quarantine_item")
 HEARTBEAT = Script.named("heartbeat")
 REPAIR = Script.named("repair")
 CONFIG = Script.named("config")
@@ -128,6 +129,13 @@ class Scripts:
         keys = [k.entries, k.schedule, k.inflight, k.quarantine]
         args = [wire(name), wire(definition), error, by]
         return bool(self.runner.run(Call(QUARANTINE, keys, args), "lenient"))
+
+    def quarantine_item(self, name: str, item: str, error: str, by: str, layout: str) -> bool:
+        """Set aside a beat_schedule item ('' as ``item``: forget its record). Raises
+        :class:`LayoutChanged` when ``layout`` is no longer the shard's."""
+        keys = [self.keys.quarantine, self.keys.shard_layout]
+        args = [wire(name), wire(item), wire(error), by, layout]
+        return bool(_settled(self.runner.run(Call(QUARANTINE_ITEM, keys, args), "strict")))
 
     def heartbeat(self, beat_id: str, ttl_ms: int, housekeeping: bool) -> Heartbeat:
         """Raises :class:`~.errors.StoreIncompatible` when the deployment's stored format is

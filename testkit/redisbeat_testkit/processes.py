@@ -63,11 +63,15 @@ class Beats:
             started.append(self._run(f"beat-{len(self.beats)}.log", args, extra_env))
         return started
 
-    def start_worker(self, concurrency: int = 2, **extra_env: str) -> Beat:
-        """A ``celery worker`` (prefork) on the same app, broker and settings."""
+    def start_worker(
+        self, concurrency: int = 2, queues: str | None = None, **extra_env: str
+    ) -> Beat:
+        """A ``celery worker`` (prefork) on the same app, broker and settings; ``queues``:
+        the queues it consumes (``-Q``), else Celery's default one."""
         name = f"worker{len(self.beats)}@test"
         args = ["worker", "-c", str(concurrency), "-n", name, "--without-gossip"]
         args += ["--without-mingle", "--without-heartbeat"]
+        args += ["-Q", queues] if queues else []
         return self._run(f"worker-{len(self.beats)}.log", args, extra_env)
 
     def _run(self, log_name: str, args: list[str], extra_env: dict[str, str]) -> Beat:

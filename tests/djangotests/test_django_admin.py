@@ -179,7 +179,7 @@ def test_the_change_list_shows_live_state_from_redis(admin_client, rb_store):
     row = make(every=3600)
     due = rb_store.states(["report"])[0].next_run_at
     html = admin_client.get(CHANGELIST).content.decode()
-    for header in ("Next run", "Last run", "Runs", "Last task id", "Sent by", "Sync"):
+    for header in ("Next run", "Last run", "Runs", "Last outcome", "Missed", "Sync"):
         assert f">{header}</" in html
     assert due.strftime("%Y-%m-%d %H:%M:%S") in html
     assert "Every 3600 seconds" in html

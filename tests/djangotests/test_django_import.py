@@ -319,8 +319,9 @@ def test_the_report_says_per_task_where_its_first_send_differs_from_django_celer
     source("ran", interval=every(30, "seconds"), last_run_at=now - timedelta(seconds=10))
     source("plain", interval=every(30, "seconds"))
     lines = {line.split(":")[0]: line for line in run()}
-    assert "first sent at" in lines["backdated"] and "at once by django-celery-beat" in (
-        lines["backdated"]
+    assert (
+        "first sent at" in lines["backdated"]
+        and "at once by django-celery-beat" in (lines["backdated"])
     ), lines["backdated"]
     assert "(differs: " in lines["ran"] and "by django-celery-beat" in lines["ran"], lines["ran"]
     assert "differs" not in lines["plain"], lines["plain"]

@@ -4,6 +4,7 @@ Redis that an in-process beat and the worker hook's calls wrote."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import pytest
@@ -14,6 +15,7 @@ from test_django_admin import ADD, CHANGELIST, change_url, form_data, make
 from redisbeat import ScheduleStore
 from redisbeat.schedule.ids import jitter_ms
 from redisbeat.schedule.timing import to_ms
+from redisbeat.store.receipts import Delivery
 from redisbeat_django.describe import next_runs, preview, with_defaults
 from redisbeat_django.models import PeriodicTask
 
@@ -176,6 +178,25 @@ def test_a_run_skipped_by_its_overlap_policy_shows_on_the_change_page(admin_clie
     html = admin_client.get(change_url(row)).content.decode()
     assert '<th scope="row">Skipped (overlap)</th><td>1; last: 1 before' in html
     assert "<td>skipped (overlap)</td>" in html
+
+
+def test_a_copy_of_a_run_a_worker_dropped_shows_in_the_history_and_live_state(
+    admin_client, rb_store
+):
+    rb_store.history_size = 20
+    row = make(every=5)
+    due, task_id = send(rb_store, "report")
+    first = Delivery("periodic", "report", task_id, 0, due, "tag-a", False, "worker-1@host")
+    assert rb_store.receive(first, 60_000).run
+    finish(rb_store, "report", (due, task_id), "succeeded")
+    again = replace(first, tag="tag-b", worker="worker-2@host")  # a killed beat's re-send
+    assert not rb_store.receive(again, 60_000).run
+    html = admin_client.get(change_url(row)).content.decode()
+    assert "<td>duplicate (already ran on worker-1@host)</td><td>duplicate</td>" in html
+    live = html[html.index('<table class="rb-live">') :]
+    assert '<th scope="row">Duplicates dropped</th><td>1; last: ' in live
+    assert f"on worker-2@host, task {task_id} (ended on worker-1@host)" in live
+    assert "succeeded" in live  # the run's outcome stands
 
 
 def test_with_no_history_size_the_change_page_says_history_is_off(admin_client, rb_store):

@@ -124,7 +124,7 @@ def idle(rig: Rig, profile: Profile, schedulers: list[str]) -> Table:
         adapter.clear()
     table.notes.append(
         f"Every scheduler with Celery's default `beat_max_loop_interval` ({IDLE_MAX_INTERVAL} "
-        "s) and its own defaults: redisbeat's heartbeat every 10 s. Commands run by scripts "
+        "s) and its own defaults: redisbeat's heartbeat every 60 s. Commands run by scripts "
         "count one each, as INFO commandstats counts them. django-celery-beat's schedule is "
         "in PostgreSQL, so it runs no Redis command."
     )

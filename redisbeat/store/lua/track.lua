@@ -10,11 +10,13 @@
 -- KEYS[3] = history  LIST  the entry's (newest first)
 -- KEYS[4] = schedule ZSET
 -- KEYS[5] = inflight HASH  name -> claim JSON
+-- KEYS[6] = the run's mark STRING (seen.lua): the duplicate check's, started or ended
 -- ARGV[1] = 'start' | 'end'
 -- ARGV[2] = name
 -- ARGV[3] = the worker's record JSON (task_id, due, worker; an end adds outcome, exception)
 -- ARGV[4] = start: how long the marker counts (ms); end: how many runs a history keeps
 -- ARGV[5] = pub/sub channel, to wake the beats for an occurrence that waited
+-- ARGV[6] = how long the run's mark lasts (ms; 0: the duplicate check is off)
 -- Returns 1, or 0 when the end found no run state (the entry was never sent or is gone).
 local now = now_ms()
 local name = ARGV[2]
@@ -22,6 +24,8 @@ local ok, run = pcall(cjson.decode, ARGV[3])
 if not ok or type(run) ~= 'table' then
   return redis.error_reply('ERR the run record is not a JSON object')
 end
+mark_run(6, ARGV[1] == 'start' and 'started' or 'ended', tostring(run.worker or ''), now,
+         tonumber(ARGV[6]) or 0)
 if ARGV[1] == 'start' then
   run.started = now
   run['until'] = now + tonumber(ARGV[4])
