@@ -4,50 +4,43 @@ django-celery-beat decides a task's first send from its row: a task never run wh
 ``start_time`` is set has its ``last_run_at`` back-dated thirty years, so it is sent as soon
 as its start time has passed (at once, if it passed before the import); a task that ran is
 next due a period after its ``last_run_at``; before its ``start_time``, its beat waits for
-the start (a crontab's first occurrence after it). redisbeat schedules an imported entry
-from its definition alone: the first occurrence from now (an interval's grid anchored at
-``start_at``, else at now). Where the two differ, the import says so per task, so that a
-user moving over knows which sends will not be the same. Worked out with django-celery-beat's
-own schedule objects, as its scheduler (``ModelEntry.is_due``) does.
+the start. redisbeat schedules an imported entry from its definition alone: the first
+occurrence from now (an interval's grid anchored at ``start_at``, else at now). Where the
+two differ, the import says so per task, so that a user moving over knows which sends will
+not be the same. django-celery-beat's side is asked of its own scheduler entry
+(``ModelEntry.is_due``, on a copy of the row), so it is what the installed release does.
 """
 
 from __future__ import annotations
 
+import copy
 from datetime import datetime, timedelta
 from typing import Any
 
-from redisbeat.errors import RedisBeatError
 from redisbeat.schedule.clock import from_ms, to_ms
 
 #: Differences smaller than this are the same send (the beats' own loop, rounding).
 SAME_WITHIN = timedelta(seconds=1)
-#: How far django-celery-beat back-dates a never-run task with a start time.
-BACKDATED = timedelta(days=365 * 30)
 
 
-def under_django_celery_beat(task: Any, now: datetime) -> datetime | None:
+def under_django_celery_beat(task: Any, app: Any, now: datetime) -> datetime | None:
     """When django-celery-beat's beat would first send ``task`` (None: never)."""
-    if not task.enabled or (task.one_off and task.total_run_count > 0):
-        return None
-    last = task.last_run_at
-    if last is None:
-        last = task.date_changed or now
-        if task.start_time:
-            last -= BACKDATED
-    after = now
-    if task.start_time is not None and now < task.start_time:
-        after = task.due_start_time(now.tzinfo)
-    remaining: timedelta = task.schedule.remaining_estimate(last)
-    return max(after, now + remaining)
+    from django_celery_beat.schedulers import ModelEntry
+
+    ended = task.expires is not None and now >= task.expires
+    if not task.enabled or ended or (task.one_off and task.total_run_count > 0):
+        return None  # what is_due would disable, saving the row: never asked
+    due, delay = ModelEntry(copy.copy(task), app=app).is_due()
+    return now if due else now + timedelta(seconds=float(delay))
 
 
-def difference(task: Any, entry: Any, now: datetime, timezone: str) -> str:
+def difference(task: Any, entry: Any, app: Any, now: datetime, timezone: str) -> str:
     """What differs between the two first sends ('' when nothing does)."""
     try:
-        theirs = under_django_celery_beat(task, now)
+        theirs = under_django_celery_beat(task, app, now)
         due = entry.first_due_ms(to_ms(now), timezone)
-    except (RedisBeatError, ValueError, TypeError, AttributeError, ImportError):
-        return ""  # nothing to compare: the import reports what is wrong on its own
+    except Exception:  # best effort: an import never fails for want of this comparison
+        return ""
     ours = None if due is None else from_ms(due)
     if theirs is None or ours is None:
         return "" if theirs is ours else _said(theirs, ours)

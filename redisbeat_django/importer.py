@@ -89,7 +89,8 @@ def import_tasks(
     tasks = source.objects.select_related("interval", "crontab", "solar", "clocked")
     tasks = tasks.filter(name__in=wanted) if wanted else tasks.all()
     report = ImportReport(dry_run=dry_run)
-    zone = str(celery_app().conf.timezone or "UTC")
+    app = celery_app()
+    zone = str(app.conf.timezone or "UTC")
     with transaction.atomic():
         tasks = list(tasks.order_by("name"))
         existing = PeriodicTask.objects.in_bulk([t.name for t in tasks], field_name="name")
@@ -98,7 +99,7 @@ def import_tasks(
         for task in tasks:
             outcome, row = _import_one(task, existing.get(task.name))
             if row is not None:
-                outcome = _compared(outcome, task, row, zone)
+                outcome = _compared(outcome, task, row, app, zone)
             report.outcomes.append(outcome)
             if outcome.status == "imported" and row is not None:
                 created.append(row)
@@ -145,13 +146,13 @@ def _import_one(task: Any, row: PeriodicTask | None) -> tuple[Outcome, PeriodicT
     return Outcome(task.name, status), row
 
 
-def _compared(outcome: Outcome, task: Any, row: PeriodicTask, zone: str) -> Outcome:
+def _compared(outcome: Outcome, task: Any, row: PeriodicTask, app: Any, zone: str) -> Outcome:
     """The outcome, with how the task's first send will differ from django-celery-beat's."""
     try:
         entry = to_entry(row)
     except RedisBeatError:
         return outcome
-    return replace(outcome, differs=difference(task, entry, timezone.now(), zone))
+    return replace(outcome, differs=difference(task, entry, app, timezone.now(), zone))
 
 
 def _write(created: list[PeriodicTask], changed: list[PeriodicTask]) -> None:

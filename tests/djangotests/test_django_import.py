@@ -29,10 +29,13 @@ START = datetime(2030, 1, 1, tzinfo=timezone.utc)
 END = datetime(2032, 1, 1, tzinfo=timezone.utc)
 
 
-def run(*args: str) -> list[str]:
+def run(*args: str, differs: bool = False) -> list[str]:
+    """The command's lines; without ``differs``, each without how its first send differs
+    from django-celery-beat's (which depends on the release of it installed)."""
     out = StringIO()
     call_command("redisbeat_import", *args, stdout=out, no_color=True)
-    return out.getvalue().splitlines()
+    lines = out.getvalue().splitlines()
+    return lines if differs else [line.split(" (differs: ")[0] for line in lines]
 
 
 def source(name: str, task: str = "reports.daily", **fields: Any) -> dcb.PeriodicTask:
@@ -318,7 +321,7 @@ def test_the_report_says_per_task_where_its_first_send_differs_from_django_celer
     source("backdated", crontab=daily, start_time=now - timedelta(days=2))
     source("ran", interval=every(30, "seconds"), last_run_at=now - timedelta(seconds=10))
     source("plain", interval=every(30, "seconds"))
-    lines = {line.split(":")[0]: line for line in run()}
+    lines = {line.split(":")[0]: line for line in run(differs=True)}
     assert (
         "first sent at" in lines["backdated"]
         and "at once by django-celery-beat" in (lines["backdated"])
