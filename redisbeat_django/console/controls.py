@@ -49,6 +49,13 @@ def control(request: HttpRequest, name: str, action: str) -> None:
 def _set_enabled(request: HttpRequest, store: ScheduleStore, name: str, enabled: bool) -> None:
     what = "Enabled" if enabled else "Disabled"
     if store.get(name).source == "django":
+        if not request.user.has_perm("redisbeat_django.change_periodictask"):
+            messages.error(
+                request,
+                f"Not done: {name} is a periodic task row, which this changes; that needs "
+                "the permission to change periodic tasks.",
+            )
+            return
         rows = PeriodicTask.objects.filter(name=name)
         if rows.update(enabled=enabled):  # pushed to Redis once this commits
             if rows.filter(sync_status=SyncStatus.PENDING).exists():

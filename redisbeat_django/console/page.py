@@ -105,7 +105,13 @@ def preview(
 
 
 def live(state: EntryState, zoned: PeriodicTask) -> SafeString:
-    context = {"state": state, "problem": "", "none": NO_VALUE, **live_context(state, zoned)}
+    context = {
+        "state": state,
+        "problem": "",
+        "none": NO_VALUE,
+        **live_context(state, zoned),
+        "release_hint": "Release from quarantine, below, puts it back once the cause is fixed",
+    }
     return render_to_string(f"{TEMPLATES}/live_state.html", context)
 
 

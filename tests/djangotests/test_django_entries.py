@@ -231,6 +231,8 @@ def test_releasing_a_quarantined_entry_puts_it_back_on_the_schedule(admin_client
     fail_sends(rb_store, "flaky", 3)  # three refused sends in a row: set aside
     assert "flaky" not in rb_store and "flaky" in rb_store.quarantined()
     assert names_on(admin_client.get(LIST, {"state": "quarantined"})) == ["flaky"]
+    page = admin_client.get(entry_url("flaky")).content.decode()
+    assert "saving this periodic task" not in page  # not a row: the control releases it
     response = admin_client.post(control_url("flaky"), {"action": "release"})
     assert response.status_code == 302
     assert "flaky" in rb_store and "flaky" not in rb_store.quarantined()
@@ -250,6 +252,19 @@ def test_disabling_a_django_entry_changes_its_row_and_so_redis(admin_client, rb_
     admin_client.post(control_url("nightly"), {"action": "enable"})
     row.refresh_from_db()
     assert row.enabled is True and rb_store.state("nightly").next_run_at is not None
+
+
+def test_enabling_a_django_entry_needs_the_permission_to_change_its_row(rb_store):
+    row = PeriodicTask.objects.create(name="nightly", task="reports.daily", every=30)
+    operator = client_for("operator", "view_entry", "control_entry")
+    response = operator.post(control_url("nightly"), {"action": "disable"}, follow=True)
+    assert "needs the permission to change periodic tasks" in response.content.decode()
+    row.refresh_from_db()
+    assert row.enabled is True and rb_store.get("nightly").enabled is True
+    editor = client_for("editor", "view_entry", "control_entry", "change_periodictask")
+    editor.post(control_url("nightly"), {"action": "disable"})
+    row.refresh_from_db()
+    assert row.enabled is False and rb_store.get("nightly").enabled is False
 
 
 CONTROLS = [
