@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -17,6 +17,7 @@ from redisbeat.config import Config
 from redisbeat.errors import ConfigurationError
 from redisbeat.schedule.timing import from_ms
 from redisbeat_testkit.ports import wait_until
+from redisbeat_testkit.redis_server import RedisServer
 
 UTC = timezone.utc
 
@@ -59,6 +60,19 @@ def dispatcher(
     config = {"persistence_warning": False, **config}
     cfg = Config(redis_url="redis://unused", key_prefix=store.keys.prefix, **config)  # type: ignore[arg-type]
     return Dispatcher(store, cfg, Unbuffered(publish))
+
+
+@pytest.fixture
+def quiet(own_redis: RedisServer, prefix: str) -> Iterator[tuple[ScheduleStore, redis.Redis]]:
+    """A store and a client on a server of this test's own, for counting the commands a beat
+    sends: the shared server also serves whatever other tests left running."""
+    client = redis.Redis.from_url(own_redis.url(), decode_responses=True)
+    store = ScheduleStore(
+        redis.Redis.from_url(own_redis.url(), decode_responses=True), prefix=prefix
+    )
+    yield store, client
+    store.close()
+    client.close()
 
 
 def make_due(client: redis.Redis, store: ScheduleStore, name: str, ms_ago: int) -> int:
@@ -372,7 +386,8 @@ def test_heartbeats_register_the_beat_and_close_deregisters_it(redis_server, pre
     reader.close()
 
 
-def test_an_idle_beat_heartbeats_cheaply_and_does_the_housekeeping_every_tenth_time(store, client):
+def test_an_idle_beat_heartbeats_cheaply_and_does_the_housekeeping_every_tenth_time(quiet):
+    store, client = quiet
     # What an idle beat asks of Redis is its heartbeats: the ordinary ones only refresh what
     # must be fresh; one in ten also forgets beats silent too long.
     store.upsert(every("later", 3600))
@@ -421,7 +436,9 @@ def test_a_claim_handed_back_wakes_the_other_beats(store, client):
     assert store.wait_for_change(2) is True
 
 
-def test_a_beat_woken_for_its_heartbeat_claims_only_when_something_may_be_due(store, client):
+def test_a_beat_woken_for_its_heartbeat_claims_only_when_something_may_be_due(quiet):
+    store, client = quiet
+
     def claims() -> int:
         # Each claim reads the earliest score left (ZRANGE); a heartbeat never does.
         return int(client.info("commandstats").get("cmdstat_zrange", {}).get("calls", 0))
