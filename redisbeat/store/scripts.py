@@ -19,8 +19,8 @@ from .records import ClaimBatch, FinishResult, Heartbeat, Outcome, wire
 from .runner import Call, Runner, Script
 from .shards import Layout
 
-CLAIM = Script.named("claim")
-FINISH = Script.named("finish")
+CLAIM = Script.named("claim", "spelled")
+FINISH = Script.named("finish", "spelled")
 RENEW = Script.named("renew")
 EXPIRE_LOST = Script.named("expire_lost")
 QUARANTINE = Script.named("quarantine")

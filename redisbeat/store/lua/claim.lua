@@ -26,6 +26,8 @@
 -- head, one HMGET per hash, one multi-member ZADD and one multi-field HSET.
 local now = now_ms()
 local lease_until = now + tonumber(ARGV[2])
+-- Spelled once: a number passed to Redis or put in a record is formatted each time.
+local now_s, lease_s = tostring(now), tostring(lease_until)
 local batch = tonumber(ARGV[3])
 local max_ms = tonumber(ARGV[4])
 local horizon = now + (tonumber(ARGV[5]) or 0)
@@ -79,6 +81,7 @@ if bad then
   return bad
 end
 local dropped, moves, records = {}, {}, {}
+local beat_s = json_string(ARGV[1])
 local held = nil -- the earliest lease claimed ahead of its end: another beat's, not over yet
 for i, name in ipairs(names) do
   local score = tonumber(scores[i])
@@ -92,20 +95,23 @@ for i, name in ipairs(names) do
     dropped[#dropped + 1] = name
   else
     local occurrence, claimed, recovered = score, now, 0
+    local due_s, at_s = scores[i], now_s
     if lease then
       -- A deferred occurrence (3) was not sent yet; a lost lease's (1) may have been.
       occurrence, recovered = tonumber(claim.due), claim.deferred and 3 or 1
       -- A record written before claim times were kept: the claim stood for its due time.
       claimed = tonumber(claim.at) or occurrence
+      due_s, at_s = nil, nil
     end
     if not valid(occurrence) or not valid(claimed) then
       occurrence, claimed, recovered = now, now, 2
+      due_s, at_s = now_s, now_s
     end
-    moves[#moves + 1] = lease_until
+    moves[#moves + 1] = lease_s
     moves[#moves + 1] = name
     records[#records + 1] = name
-    records[#records + 1] = cjson.encode(
-      {due = occurrence, at = claimed, beat = ARGV[1], lease_until = lease_until})
+    records[#records + 1] = claim_json(json_ms(due_s, occurrence), json_ms(at_s, claimed),
+                                       beat_s, lease_s)
     out[#out + 1] = name
     out[#out + 1] = definitions[i]
     out[#out + 1] = occurrence

@@ -42,6 +42,9 @@
 -- write per key of what changed.
 local now = now_ms()
 local beat, lease_until = ARGV[1], tonumber(ARGV[2])
+-- Spelled once: what every send's records repeat (spelled.lua).
+local now_s, beat_s = tostring(now), json_string(beat)
+local tail = claim_tail(beat_s, json_ms(ARGV[2], lease_until))
 local quarantine_after = tonumber(ARGV[4])
 local finished = 0
 local released = 0
@@ -51,12 +54,13 @@ local spent = {} -- now, name, ...
 
 -- What this call reads, by name: the schedule's scores, the claims, the run states and the
 -- definitions (false: none). The outcomes change these copies; the changes are written last.
-local names, recorded = {}, {}
+local names, recorded, failed = {}, {}, {}
 local history_size, history_prefix = tonumber(ARGV[6]), ARGV[7]
 local FIRST, EACH = 8, 8
 for i = FIRST, #ARGV, EACH do
   local action = ARGV[i + 1]
   names[#names + 1] = ARGV[i]
+  failed[ARGV[i]] = action == 'failed' or nil
   if action == 'sent' or action == 'failed' or (action == 'skipped' and ARGV[i + 5] ~= '')
       or ARGV[i + 7] ~= '' then
     recorded[#recorded + 1] = ARGV[i]
@@ -73,7 +77,24 @@ local function read(i, command, expected, fields)
   return bad
 end
 local bad = read(1, 'ZMSCORE', 'zset', names) or read(2, 'HMGET', 'hash', names)
-  or read(3, 'HMGET', 'hash', recorded) or read(4, 'HMGET', 'hash', recorded)
+  or read(3, 'HMGET', 'hash', recorded)
+if bad then
+  return bad
+end
+-- A definition is read only where the claim cannot vouch for it: a claim of this beat's
+-- whose score still holds its lease proves the entry is there (removing an entry takes it
+-- off the schedule). A failed send's is read, to be set aside with it at the limit.
+local unvouched = {}
+for _, name in ipairs(recorded) do
+  local raw = copies[2][name]
+  if failed[name] or tonumber(copies[1][name]) ~= lease_until or not raw
+      or string.sub(raw, -#tail) ~= tail then
+    unvouched[#unvouched + 1] = name
+  else
+    copies[4][name] = true
+  end
+end
+bad = read(4, 'HMGET', 'hash', unvouched)
 if bad then
   return bad
 end
@@ -134,7 +155,7 @@ local function record_failure(name, due, error)
     change(2, name, false)
     set_aside[#set_aside + 1] = name
   end
-  change(3, name, cjson.encode(state))
+  change(3, name, state_json(state))
 end
 
 -- What became of one occurrence, counted in the state and pushed onto the history;
@@ -145,7 +166,7 @@ local function count(name, due, field, n, reason)
   local state = load_state(name)
   state[field] = (tonumber(state[field]) or 0) + n
   state['last_' .. field] = {at = now, due = due, count = n, reason = reason}
-  change(3, name, cjson.encode(state))
+  change(3, name, state_json(state))
 end
 local function tell(name, action, due, task_id, why, missed, paused)
   if not entries[name] then
@@ -169,7 +190,13 @@ local function tell(name, action, due, task_id, why, missed, paused)
 end
 
 -- A send recorded in the state; returns how many occurrences a pause it ends held back.
-local function record_send(name, due, task_id, limit, moved)
+local function record_send(name, due, task_id, limit, moved, due_s)
+  local plain = string.find(due_s, '^%d+$')
+    and sent_state(states[name], due_s, now_s, json_string(task_id), beat_s, limit)
+  if plain then
+    change(3, name, plain)
+    return nil
+  end
   local state = load_state(name)
   local paused = nil
   if type(state.paused) == 'table' and (tonumber(state.paused['until']) or now) < now then
@@ -194,7 +221,7 @@ local function record_send(name, due, task_id, limit, moved)
       change(1, name, false)
     end
   end
-  change(3, name, cjson.encode(state))
+  change(3, name, state_json(state))
   return paused and paused > 0 and paused or nil
 end
 
@@ -203,9 +230,14 @@ for i = FIRST, #ARGV, EACH do
   local due, limit = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 6])
   local why, missed = ARGV[i + 5], tonumber(ARGV[i + 7])
   local moved = false -- whether this claim put the entry at its next due time
-  local claim = record(inflight[name])
-  local mine = claim ~= nil and claim.beat == beat
-      and tonumber(claim.lease_until) == lease_until
+  local raw = inflight[name]
+  -- A hand-back or a deferral reads its claim's times: only then is the claim decoded.
+  local claim, mine = nil, raw and action ~= 'release' and action ~= 'defer'
+    and string.sub(raw, -#tail) == tail
+  if not mine then
+    claim = record(raw)
+    mine = claim ~= nil and claim.beat == beat and tonumber(claim.lease_until) == lease_until
+  end
   if mine then
     finished = finished + 1
     change(2, name, false)
@@ -230,7 +262,8 @@ for i = FIRST, #ARGV, EACH do
           spent[#spent + 1] = now
           spent[#spent + 1] = name
         else
-          move(name, tonumber(next_due))
+          -- As the beat spelled it: Redis takes the string as it is.
+          move(name, tonumber(next_due) and next_due)
           moved = true
         end
       end
@@ -242,7 +275,7 @@ for i = FIRST, #ARGV, EACH do
   end
   local paused = nil
   if action == 'sent' and entries[name] then
-    paused = record_send(name, due, task_id, limit, moved)
+    paused = record_send(name, due, task_id, limit, moved, ARGV[i + 4])
   end
   -- Most sends have nothing to tell: no history, nothing missed or skipped.
   if (history_size > 0 or paused or missed or (action == 'skipped' and why ~= ''))

@@ -1,0 +1,87 @@
+-- The two records every send writes, a claim and a run state, spelled as JSON with their
+-- fields in a fixed order: the finish then checks a claim and rewrites a run state by
+-- matching and joining strings, where decoding and encoding would cost more than the rest
+-- of the send (a script spends most of cjson's time formatting numbers). Both are plain
+-- JSON: a record spelled otherwise (by another script, an older release, a person) takes the
+-- decoding path, and is written back in this spelling.
+
+-- A JSON string; the characters of task ids and beat ids are taken as they are.
+local function json_string(s)
+  if string.find(s, '^[%w%-%.:_@]*$') then
+    return '"' .. s .. '"'
+  end
+  return cjson.encode(s)
+end
+-- ``s`` where it spells a whole number of milliseconds, else ``n`` as cjson would spell it.
+local function json_ms(s, n)
+  if type(s) == 'string' and string.find(s, '^%d+$') then
+    return s
+  end
+  return tostring(n)
+end
+
+-- A claim record; ``beat`` and ``lease`` are spelled already (json_string, json_ms).
+local function claim_json(due, at, beat, lease)
+  return '{"due":' .. due .. ',"at":' .. at .. ',"beat":' .. beat .. ',"lease_until":' .. lease
+    .. '}'
+end
+-- How a claim record of this beat under this lease ends (both spelled already).
+local function claim_tail(beat, lease)
+  return ',"beat":' .. beat .. ',"lease_until":' .. lease .. '}'
+end
+
+-- A run state: what every send writes first, then the rest of the fields.
+local NUMBER = '[%d%.e%+%-]+'
+local STATE_HEAD = '^{"last_run_at":' .. NUMBER .. ',"last_sent_at":' .. NUMBER
+  .. ',"total_run_count":(%d+),"last_task_id":"[^"\\]*","last_beat":"[^"\\]*"(.*)$'
+-- The fields a send changes besides those it writes first: their presence needs the decoding
+-- path, as do counters that are not numbers (reported there).
+local CHANGED_BY_A_SEND = {'"paused":', '"unsent":', '"failures":', '"last_error":', '"stopped":'}
+
+local function state_json(state)
+  local run, sent, count = state.last_run_at, state.last_sent_at, state.total_run_count
+  local task, by = state.last_task_id, state.last_beat
+  if type(run) ~= 'number' or type(sent) ~= 'number' or type(count) ~= 'number'
+      or type(task) ~= 'string' or type(by) ~= 'string' then
+    return cjson.encode(state)
+  end
+  state.last_run_at, state.last_sent_at, state.total_run_count = nil, nil, nil
+  state.last_task_id, state.last_beat = nil, nil
+  local rest = cjson.encode(state)
+  state.last_run_at, state.last_sent_at, state.total_run_count = run, sent, count
+  state.last_task_id, state.last_beat = task, by
+  rest = rest == '{}' and '}' or ',' .. string.sub(rest, 2)
+  return '{"last_run_at":' .. tostring(run) .. ',"last_sent_at":' .. tostring(sent)
+    .. ',"total_run_count":' .. tostring(count) .. ',"last_task_id":' .. json_string(task)
+    .. ',"last_beat":' .. json_string(by) .. rest
+end
+
+-- The run state after a plain send (no pause, failure or stop to clear, no max_runs
+-- reached), from the stored one (false: none) without decoding it; nil when it needs the
+-- decoding path. ``due``, ``now``, ``task`` and ``beat`` are spelled already.
+local function sent_state(raw, due, now, task, beat, limit)
+  local count, rest = 0, '}'
+  if raw then
+    count, rest = string.match(raw, STATE_HEAD)
+    if not count or string.sub(rest, -1) ~= '}' then
+      return nil
+    end
+    if rest ~= '}' then -- most states hold nothing else
+      for _, field in ipairs(CHANGED_BY_A_SEND) do
+        if string.find(rest, field, 1, true) then
+          return nil
+        end
+      end
+      if string.find(rest, '"missed":[^%d]') or string.find(rest, '"skipped":[^%d]') then
+        return nil
+      end
+    end
+    count = tonumber(count)
+  end
+  count = count + 1
+  if limit and count >= limit then
+    return nil
+  end
+  return '{"last_run_at":' .. due .. ',"last_sent_at":' .. now .. ',"total_run_count":'
+    .. count .. ',"last_task_id":' .. task .. ',"last_beat":' .. beat .. rest
+end
