@@ -48,7 +48,7 @@ OLDEST_TESTS := tests/test_publisher.py tests/test_publish_receivers.py \
 	tests/test_dispatcher.py tests/test_beat_loop.py \
 	tests/test_cluster.py \
 	tests/test_bad_entries.py tests/test_beat_process.py tests/test_beats.py \
-	tests/test_outages.py tests/djangotests/test_django_sync.py \
+	tests/test_outages.py tests/test_not_started.py tests/djangotests/test_django_sync.py \
 	tests/djangotests/test_django_import.py
 
 $(OLDEST_STAMP): pyproject.toml testkit/pyproject.toml Makefile

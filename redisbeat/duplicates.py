@@ -98,12 +98,7 @@ class Check:
     @classmethod
     def for_app(cls, app: Any, hostname: str | None) -> Check:
         """The app's check, its Redis calls bounded by :data:`CHECK_TIMEOUT`."""
-        config = Config.from_app(app)
-        config = replace(
-            config,
-            redis_options=_bounded(config.redis_options),
-            sentinel_options=_bounded(config.sentinel_options),
-        )
+        config = bounded_config(app)
         transport = app.conf.broker_transport_options or {}
         hold = receipt_seconds(config.duplicate_window_seconds, transport)
         store = ScheduleStore.from_config(config)
@@ -208,6 +203,17 @@ def receipt_seconds(window: float, transport: Mapping[str, Any]) -> float:
     if isinstance(visibility, (int, float)) and not isinstance(visibility, bool) and visibility > 0:
         return min(window, visibility / 2)
     return window
+
+
+def bounded_config(app: Any) -> Config:
+    """The app's settings, each Redis call bounded by :data:`CHECK_TIMEOUT`: for the calls
+    made in the consumer's loop, where every message waits for them."""
+    config = Config.from_app(app)
+    return replace(
+        config,
+        redis_options=_bounded(config.redis_options),
+        sentinel_options=_bounded(config.sentinel_options),
+    )
 
 
 def _bounded(options: Mapping[str, Any]) -> dict[str, Any]:

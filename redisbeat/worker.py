@@ -6,13 +6,14 @@ the setting when it starts), or call :func:`track_runs` with the app. A worker t
 for each message a beat sent (it carries the ``redisbeat_entry`` header), when it started
 and how it ended (succeeded, failed with the exception's type, retried, revoked), with one
 script call per event through Celery's ``task_prerun``, ``task_postrun``, ``task_failure``
-and ``task_revoked`` signals; other tasks cost a header lookup. What it records feeds the
-entries' ``overlap`` policies, their ``last_outcome`` and their history
-(``redisbeat_history_size``). A run whose worker dies mid-way stops counting as running
-after ``redisbeat_run_expiry_seconds``. Redis being unreachable never fails a task: the
-event is logged and dropped. The same hook drops copies of a run as they arrive
-(:mod:`redisbeat.duplicates`); a delayed task's start and end (its message carries the
-``redisbeat_key`` header) are recorded for that check only.
+and ``task_revoked`` signals; other tasks cost a header lookup. A run the worker could not
+start at all (its task not registered there, its message refused) ends as ``unregistered``
+or ``rejected`` (:mod:`redisbeat.refusals`). What it records feeds the entries' ``overlap``
+policies, their ``last_outcome`` and their history (``redisbeat_history_size``). A run
+whose worker dies mid-way stops counting as running after ``redisbeat_run_expiry_seconds``.
+Redis being unreachable never fails a task: the event is logged and dropped. The same hook
+drops copies of a run as they arrive (:mod:`redisbeat.duplicates`); a delayed task's start
+and end (its message carries the ``redisbeat_key`` header) are recorded for that check only.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from celery import signals
 from .config import Config
 from .duplicates import DUE_HEADER, ENTRY_HEADER, KEY_HEADER, Deduplicate
 from .errors import RedisBeatError
+from .refusals import watch
 from .store import ScheduleStore
 from .store.errors import StoreError
 
@@ -47,6 +49,7 @@ def track_runs(app: Any) -> None:
     with _lock:
         _tracked.setdefault(id(app), (app, 0, None))
         _connect()
+    watch(app)
     if Config.from_app(app).duplicate_window_seconds > 0:
         app.steps["consumer"].add(Deduplicate)
 

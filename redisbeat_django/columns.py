@@ -11,7 +11,7 @@ from django.templatetags.static import static
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from redisbeat.store.run_state import EntryState
+from redisbeat.store.run_state import NOT_STARTED, TROUBLE, EntryState
 
 from .describe import (
     NO_VALUE,
@@ -102,10 +102,12 @@ class ChangeListColumns:
         if last is None:
             return NO_VALUE
         title = f"{format_time(last.at)}, ran {seconds(last.runtime)}, task {last.task_id}"
-        problem = last.outcome in ("failed", "revoked")
+        if last.outcome in NOT_STARTED:  # it never ran: the title says why
+            why = last.detail or last.outcome
+            title = f"could not start: {why}; {format_time(last.at)}, task {last.task_id}"
         return format_html(
             '<span class="{}" title="{}">{}</span>',
-            "rb-problem" if problem else "rb-outcome",
+            "rb-problem" if last.outcome in TROUBLE else "rb-outcome",
             title,
             outcome_text(last.outcome, last.exception),
         )

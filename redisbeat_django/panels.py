@@ -16,7 +16,7 @@ from django.utils.safestring import SafeString
 
 from redisbeat import Run
 from redisbeat.errors import RedisBeatError
-from redisbeat.store.run_state import EntryState
+from redisbeat.store.run_state import NOT_STARTED, TROUBLE, EntryState
 
 from .conf import get_store
 from .describe import (
@@ -114,6 +114,8 @@ def live_context(state: EntryState, row: PeriodicTask) -> dict[str, Any]:
         context["outcome"] = outcome_text(last.outcome, last.exception)
         context["outcome_at"] = format_time(last.at, zone)
         context["outcome_runtime"] = "" if last.runtime is None else seconds(last.runtime)
+        if last.outcome in NOT_STARTED:
+            context["not_started"] = last.detail or last.outcome
     copy = state.last_duplicate
     if copy is not None:
         context["duplicate_last"] = (
@@ -143,6 +145,6 @@ def history_row(run: Run, zone: tzinfo) -> dict[str, Any]:
         "late": seconds(run.late),
         "result": result,
         "outcome": outcome,
-        "problem": run.result == "failed" or run.outcome in ("failed", "revoked"),
+        "problem": run.result == "failed" or run.outcome in TROUBLE,
         "runtime": seconds(run.runtime),
     }

@@ -23,7 +23,8 @@ ALLOWED = {
     "beat": {"errors", "config", "schedule", "store", "sending", "signals"},
     "cli": {"errors", "config", "schedule", "store", "worker"},
     "duplicates": {"errors", "config", "store"},
-    "worker": {"errors", "config", "store", "duplicates"},
+    "refusals": {"errors", "config", "store", "duplicates"},
+    "worker": {"errors", "config", "store", "duplicates", "refusals"},
     "delaying": {"errors", "schedule", "store"},
     "__init__": {
         "errors",

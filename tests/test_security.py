@@ -32,6 +32,7 @@ from redisbeat import Entry, Interval, ScheduleStore
 from redisbeat.cli import main as redisbeat_cli
 from redisbeat.config import Config
 from redisbeat.errors import EntryNotFound
+from redisbeat.refusals import unregistered
 from redisbeat.schedule.timing import from_ms
 from redisbeat.store.keys import Keys
 from redisbeat.store.receipts import Delivery
@@ -550,6 +551,11 @@ def test_the_documented_worker_acl_records_runs_and_nothing_else(acl_redis: AclR
             assert store.receive(first, 60_000).run
             store.mark_run(lane, name, "t9", 0, "start", "w1")
             assert not store.receive(replace(first, tag="tag-b"), 60_000).run
+        # Runs it could not start: an entry's (one whose state is not written yet: is the
+        # entry there?) and a delayed task's, each counted.
+        for lane, name in (("periodic", "gone"), ("delayed", "k")):
+            refused = Delivery(lane, name, "t8", 0, 1, "", False, "w1")
+            store.run_not_started(refused, unregistered("proj.gone"))
         ran = acl_redis.commands_run()
     finally:
         store.close()
@@ -562,6 +568,7 @@ def test_the_documented_worker_acl_records_runs_and_nothing_else(acl_redis: AclR
     assert admin.llen(keys.history("e")) == 3  # trimmed to 2, and the copy's record
     assert json.loads(admin.hget(keys.state, "e"))["duplicates"] == 1
     assert json.loads(admin.get(keys.delayed_done("k")))["duplicates"] == 1
+    assert admin.hget(keys.not_started, "unregistered:proj.gone") == "2"
 
 
 def test_the_documented_editor_acl_runs_every_store_api_call_and_nothing_else(

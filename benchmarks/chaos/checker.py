@@ -22,6 +22,7 @@ from redisbeat.errors import EntryNotFound
 from redisbeat.schedule.ids import occurrence_id
 from redisbeat.schedule.kinds import Clocked, Cron, Interval
 from redisbeat.schedule.timing import to_ms
+from redisbeat.store.keys import DELAYED_MARK
 
 from ..common import QueuePopper, parse_message
 
@@ -261,6 +262,8 @@ def lost_writes(store: ScheduleStore, timeline: Timeline) -> set[str]:
     """Entries whose last acknowledged write is not what the store holds now."""
     lost = set()
     for name, versions in timeline.versions.items():
+        if name.startswith(DELAYED_MARK):
+            continue  # a delayed task is no entry; its sends are what is judged
         want = versions[-1].entry
         try:
             have: Entry | None = store.get(name)

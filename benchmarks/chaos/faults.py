@@ -48,7 +48,10 @@ def reshard(c: Cluster, rng: random.Random) -> str:
         report = Reshard(store).run(count)
     finally:
         store.close()
-    return f"reshard {report.before} -> {count} shards: {report.moved} moved"
+    return (
+        f"reshard {report.before} -> {count} shards: {report.moved} entries and "
+        f"{report.delayed} delayed tasks moved"
+    )
 
 
 def redis_restart(c: Cluster, rng: random.Random) -> str:

@@ -87,6 +87,9 @@ class Scenario:
     #: Run a worker with the hook on what the broker got (.worker): no occurrence may run
     #: twice there, however many were sent twice.
     worker: bool = False
+    #: Delayed tasks pending besides the entries (ten per one-off of the profile), due over
+    #: the run, rescheduled and cancelled by the editor: each must be sent once, at its time.
+    delayed: bool = False
 
 
 SCENARIOS = {
@@ -100,7 +103,7 @@ SCENARIOS = {
         Scenario("partition stall", partition_stall, proxied=True),
         Scenario("partition slow", partition_slow, may_repeat=True, proxied=True),
         Scenario("broker stall", broker_stall, broker_proxied=True),
-        Scenario("reshard", reshard),
+        Scenario("reshard", reshard, delayed=True),
         Scenario("clock +90 s", skew="+90s"),
         Scenario("clock -90 s", skew="-90s"),
         Scenario("mixed", mixed, may_repeat=True, proxied=True, skew="+90s"),
@@ -180,6 +183,8 @@ def run(
         first = store.now_ms() + 3000
         end = first + int(profile.seconds * 1000)
         workload.load(profile.entries, profile.one_offs, first, end)
+        if scenario.delayed:
+            workload.load_delayed(10 * profile.one_offs, first, end)
         injected = _inject(scenario, profile, cluster, workload, rng, end)
         for proxy in cluster.proxies.values():
             proxy.heal()

@@ -1,7 +1,10 @@
-"""The chaos workload: thousands of 1-5 s entries and one-offs, and live edits during the run.
+"""The chaos workload: thousands of 1-5 s entries and one-offs, and live edits during the run;
+for some scenarios, delayed one-off tasks too, rescheduled and cancelled as the run goes.
 
 Every write goes through the public store API, and every version is put on the checker's
-timeline with the Redis time before and after the write.
+timeline with the Redis time before and after the write. A delayed task is on the timeline
+as a one-off under the name its sends' task ids are derived from (its key after
+:data:`~redisbeat.store.keys.DELAYED_MARK`); its message's ``entry`` argument says that name.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import redis
 from redisbeat import Entry, ScheduleStore
 from redisbeat.schedule.kinds import Clocked, Cron, Interval
 from redisbeat.schedule.timing import from_ms
+from redisbeat.store.keys import DELAYED_MARK
 
 from .checker import Timeline
 
@@ -38,6 +42,8 @@ class Workload:
         self.rng = rng
         self.live: dict[str, Entry] = {}
         self.disabled: set[str] = set()
+        #: Delayed tasks still pending, as far as the workload knows: key -> due ms.
+        self.delayed: dict[str, int] = {}
         self.edits = 0
         self._serial = 0
 
@@ -81,8 +87,26 @@ class Workload:
             if not entry.one_off:
                 self.live[entry.name] = entry
 
+    def load_delayed(self, count: int, first_ms: int, last_ms: int) -> None:
+        """``count`` delayed tasks due at random moments from ``first_ms`` to ``last_ms``."""
+        span = max(1, last_ms - first_ms)
+        dues = {f"task-{i:06d}": first_ms + self.rng.randrange(span) for i in range(count)}
+        before = self.store.now_ms()
+        self.store.delay_many(
+            {"task": TASK, "key": key, "kwargs": {"entry": DELAYED_MARK + key}, "eta": from_ms(due)}
+            for key, due in dues.items()
+        )
+        after = self.store.now_ms()
+        for key, due in dues.items():
+            self.timeline.record(_delayed(key, due), DELAYED_MARK + key, before, after)
+        self.delayed.update(dues)
+
     def edit(self) -> None:
-        """One random live edit: add, remove, change the period, disable or enable."""
+        """One random live edit: add, remove, change the period, disable or enable; with
+        delayed tasks pending, now and then a reschedule or a cancel of one."""
+        if self.delayed and self.rng.random() < 0.3:
+            self._edit_delayed(self.rng.choice(sorted(self.delayed)))
+            return
         kind = self.rng.choice(["add", "remove", "period", "disable", "enable"])
         if kind == "enable" and not self.disabled:
             kind = "disable"
@@ -99,6 +123,27 @@ class Workload:
         else:
             name = self.rng.choice(sorted(self.disabled))
             self._write(replace(self.live[name], enabled=True), "enable", name)
+        self.edits += 1
+
+    def _edit_delayed(self, key: str) -> None:
+        """Reschedule the task a few seconds on, or cancel it; a change that comes too late
+        (a beat is sending it) leaves it as it was."""
+        before = self._retrying(self.store.now_ms)
+        if self.rng.random() < 0.5:
+            if self._retrying(lambda: self.store.cancel(key)):
+                after = self._retrying(self.store.now_ms)
+                self.timeline.record(None, DELAYED_MARK + key, before, after)
+            self.delayed.pop(key)
+        else:
+            # Past the checker's slack around the write, so that its send is required.
+            due = self._soon() + 8000 + self.rng.randrange(4000)
+            moved = self._retrying(lambda: self.store.reschedule(key, eta=from_ms(due)))
+            if moved is not None:
+                after = self._retrying(self.store.now_ms)
+                self.timeline.record(_delayed(key, due), DELAYED_MARK + key, before, after)
+                self.delayed[key] = due
+            else:
+                self.delayed.pop(key)
         self.edits += 1
 
     def _soon(self) -> int:
@@ -157,3 +202,8 @@ def _period(entry: Entry) -> int:
         return round(s.every)
     assert isinstance(s, Cron)
     return int(s.expr.split()[0].removeprefix("*/"))
+
+
+def _delayed(key: str, due_ms: int) -> Entry:
+    """A delayed task as the checker models it: a one-off due once, at ``due_ms``."""
+    return Entry(f"delayed-{key}", TASK, Clocked(from_ms(due_ms)), one_off=True)

@@ -10,13 +10,16 @@ reading of the gauges.
 Labels stay few whatever the schedule's size: task name and source, never the entry, so a
 million entries make as many series as a handful. The gauges of the deployment (entries,
 due, quarantined, beats alive) are read at the beat's heartbeat, a few commands every
-``redisbeat_heartbeat_seconds``, and only while metrics are served.
+``redisbeat_heartbeat_seconds``, and only while metrics are served; so is the count of runs
+the workers could not start (the worker hook keeps it in Redis: a worker serves no metrics
+of its own), which each beat serves as a counter of the deployment, as it last read it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from ..config import Config
@@ -55,6 +58,8 @@ class Metrics:
             served = prom.CollectorRegistry()
             multiprocess.MultiProcessCollector(served)  # type: ignore[no-untyped-call]
         self._served = served
+        self._not_started = NotStartedCount()
+        served.register(self._not_started)
         self._server: Any = None
         self._thread: Any = None
         self._told = False
@@ -142,6 +147,10 @@ class Metrics:
         self.quarantined.set(counts.quarantined)
         self.beats_alive.set(beats_alive)
 
+    def not_started(self, counts: dict[tuple[str, str], int]) -> None:
+        """The runs the workers could not start, by (outcome, task), as just read."""
+        self._not_started.counts = counts
+
     def close(self) -> None:
         if self.shared:
             from prometheus_client import multiprocess
@@ -152,3 +161,27 @@ class Metrics:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(5)
+
+
+class NotStartedCount:
+    """``redisbeat_runs_not_started_total``: the deployment's runs the workers could not
+    start, by task and outcome, as counted in Redis (a collector: the value is the count
+    read last, not one this beat adds to)."""
+
+    def __init__(self) -> None:
+        from prometheus_client.core import CounterMetricFamily  # the metrics extra's
+
+        self._family = CounterMetricFamily
+        #: (outcome, task) -> count, as last read (replaced whole: the server's thread reads).
+        self.counts: dict[tuple[str, str], int] = {}
+
+    def collect(self) -> Iterator[Any]:
+        family = self._family(
+            "redisbeat_runs_not_started",
+            "Runs the workers (with redisbeat_track_runs) could not start: the task is not "
+            "registered there (unregistered), or the message was refused (rejected).",
+            labels=["task", "outcome"],
+        )
+        for (outcome, task), count in sorted(self.counts.items()):
+            family.add_metric([task, outcome], count)
+        yield family

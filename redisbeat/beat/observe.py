@@ -196,6 +196,7 @@ class Observer:
         self._alive = alive
         if self.metrics is not None:
             self.metrics.deployment(store.counts(OVERDUE_AFTER), len(alive))
+            self.metrics.not_started(store.not_started())
             self.metrics.keep_served()  # shared with other beats: take the port if it is free
 
     def stopped(self) -> None:

@@ -13,7 +13,7 @@ import click
 
 from ..schedule.words import describe
 from ..store.listing import Listed
-from ..store.run_state import EntryState, Passed
+from ..store.run_state import NOT_STARTED, EntryState, Passed
 from ..store.runs import Run
 from .context import Tool, dumps, guarded, json_option, pass_tool
 from .editing import COMMANDS as EDITING
@@ -162,8 +162,10 @@ def condition(state: EntryState) -> str:
         words[-1] += f": {state.paused.note}" if state.paused.note else ""
     if state.failures:
         words.append(f"{state.failures} failed send(s): {state.last_error}")
-    if state.last_outcome and state.last_outcome.outcome != "succeeded":
-        last = state.last_outcome
+    last = state.last_outcome
+    if last and last.outcome in NOT_STARTED:
+        words.append(f"last run could not start ({last.outcome}): {last.detail or '?'}")
+    elif last and last.outcome != "succeeded":
         words.append(f"last run {last.outcome}" + (f": {last.exception}" if last.exception else ""))
     return "; ".join(words) or "ok"
 

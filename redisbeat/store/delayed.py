@@ -1,50 +1,42 @@
-"""Delayed one-off tasks: delay, reschedule, cancel, read back, list and cancel by owner.
+"""Delayed one-off tasks: delay, reschedule, cancel, and cancel by owner (reading them back
+and listing them: :mod:`.delayed_reads`).
 
 A delayed task lives in the shard its key hashes to, in three small records: its due time in
 the shard's delayed schedule, its JSON record, and, when it has an owner, its due time in
 that owner's index in the same shard. Every change is one Lua script, so the three never
 disagree, and a change racing the beat that sends the task either wins or comes too late,
 never both (:mod:`.lua.change_delayed`).
+
+While a reshard runs, a write goes to the task's new shard, after moving the task there
+(:func:`~.delayed_moving.placed_delayed`); a task a beat holds is written where it is, by a
+script that first checks the beat still holds it, and looked for again when it does not.
 """
 
 from __future__ import annotations
 
-import heapq
-import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from itertools import islice
 from typing import Any
 
 from ..errors import RedisBeatError
-from ..schedule.clock import MAX_MS, from_ms, to_ms
-from ..schedule.delayed import Delay, DelayedTask, change_of, check_key, read_definition
-from .base import StoreBase
-from .delayed_scripts import Changed, DelayedScripts, PendingRow
+from ..schedule.clock import from_ms
+from ..schedule.delayed import Delay, change_of, check_key
+from .delayed_moving import Place, placed_delayed
+from .delayed_reads import MAX_PAGE, DelayedReads
+from .delayed_scripts import Changed
 from .errors import LayoutChanged, translated
-from .keys import shard_of
-from .records import text_or_none, wire
 from .shards import Layout
 
 #: Delays written per pipeline by :meth:`DelayedCalls.delay_many`.
 CHUNK = 1000
-#: The most :meth:`DelayedCalls.pending` returns in one page.
-MAX_PAGE = 1000
+#: How many times a write looks again for a task that left the beat holding it meanwhile
+#: (each time, the reshard or the writer itself has moved it on).
+MAX_PLACINGS = 10
 
 
-class DelayedCalls(StoreBase):
-    """The delayed-task API of :class:`~redisbeat.ScheduleStore`."""
-
-    def delayed_scripts(self, shard: int) -> DelayedScripts:
-        return DelayedScripts(self.runner, self.keys.of_shard(shard))
-
-    def _delayed_home(self, key: str, layout: Layout) -> DelayedScripts:
-        if layout.moving_to is not None:
-            raise RedisBeatError(
-                f"a reshard of {self.keys.layout} is running: delayed tasks can be written "
-                "once it ends"
-            )
-        return self.delayed_scripts(shard_of(key, layout.shards))
+class DelayedCalls(DelayedReads):
+    """The delayed-task API of :class:`~redisbeat.ScheduleStore` (its reads inherited)."""
 
     @translated
     def delay(
@@ -82,20 +74,39 @@ class DelayedCalls(StoreBase):
         return keys
 
     def _delay_chunk(self, chunk: list[Delay]) -> list[str]:
+        todo = chunk
+
         def write(layout: Layout) -> list[str]:
-            homes = [self._delayed_home(d.key, layout) for d in chunk]
-            calls = [
-                home.delay_call(d, layout.spelled, wake=i == len(chunk) - 1)
-                for i, (home, d) in enumerate(zip(homes, chunk, strict=True))
-            ]
-            for reply in self.runner.run_many(calls):
-                if isinstance(reply, Exception):
-                    raise reply
-                if reply == -2:
+            nonlocal todo
+            for _ in range(MAX_PLACINGS):
+                todo, stale = self._write_delays(todo, layout)
+                if stale:  # what was written stays written: only the rest is tried again
                     raise LayoutChanged()
-            return [d.key for d in chunk]
+                if not todo:
+                    return [d.key for d in chunk]
+            raise RedisBeatError(f"delayed tasks {[d.key for d in todo]} kept moving")
 
         return self._with_layout(write)
+
+    def _write_delays(self, chunk: list[Delay], layout: Layout) -> tuple[list[Delay], bool]:
+        """Write each delay where its task goes now, one pipeline per server: the delays
+        to write again (their shard's layout changed, or their task left the beat that
+        held it meanwhile), and whether a layout changed."""
+        places = placed_delayed(self, [d.key for d in chunk], layout)
+        calls = [
+            self.delayed_scripts(places[d.key].shard).delay_call(
+                d, layout.spelled, wake=i == len(chunk) - 1, held=places[d.key].held
+            )
+            for i, d in enumerate(chunk)
+        ]
+        again, stale = [], False
+        for d, reply in zip(chunk, self.runner.run_spread(calls, "strict"), strict=True):
+            if isinstance(reply, Exception):
+                raise reply
+            stale = stale or reply == -2
+            if reply in (-2, -3):
+                again.append(d)
+        return again, stale
 
     @translated
     def reschedule(
@@ -123,66 +134,7 @@ class DelayedCalls(StoreBase):
 
     def _change(self, key: str, op: str, amount: int = 0) -> Changed:
         check_key(key)
-        return self._delayed_home(key, self.layout).change(key, op, amount)
-
-    @translated
-    def get_delayed(self, key: str) -> DelayedTask | None:
-        """A pending task (``state`` "pending", or "sending" once a beat has claimed it);
-        once sent, what became of it ("sent" or "failed", with its task id and time)
-        for ``redisbeat_delayed_retention_seconds``; else None."""
-        check_key(key)
-        k = self._delayed_home(key, self.layout).keys
-        pipe = self.client.pipeline(transaction=False)
-        pipe.hget(k.delayed_tasks, wire(key))
-        pipe.zscore(k.delayed, wire(key))
-        pipe.hget(k.delayed_inflight, wire(key))
-        pipe.get(k.delayed_done(key))
-        raw, score, claim, done = pipe.execute()
-        definition = text_or_none(raw)
-        if definition is None or score is None:
-            return _done(key, text_or_none(done))
-        due, state = int(score), "pending"
-        held = _claim_due(text_or_none(claim), due)
-        if held is not None:
-            due, state = held, "sending"
-        return _task(key, due, definition, state)
-
-    @translated
-    def pending(
-        self, owner: str, limit: int = 100, after: DelayedTask | None = None
-    ) -> list[DelayedTask]:
-        """The owner's pending tasks in due order (ties by key), at most ``limit``; pass
-        the last one of a page as ``after`` for the next."""
-        return self._page(owner, limit, after)
-
-    @translated
-    def upcoming(self, limit: int = 100, after: DelayedTask | None = None) -> list[DelayedTask]:
-        """Every owner's pending tasks, and those without one, paged as :meth:`pending`."""
-        return self._page(None, limit, after)
-
-    @translated
-    def count_pending(self, owner: str | None = None) -> int:
-        """How many tasks are pending (or being sent): the owner's, or all for None."""
-        pipe = self.client.pipeline(transaction=False)
-        for shard in range(self.layout.shards):
-            k = self.keys.of_shard(shard)
-            pipe.zcard(k.delayed if owner is None else k.delayed_owner(owner))
-        return sum(int(n) for n in pipe.execute())
-
-    def _page(self, owner: str | None, limit: int, after: DelayedTask | None) -> list[DelayedTask]:
-        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_PAGE:
-            raise RedisBeatError(f"pending: limit must be an integer from 1 to {MAX_PAGE}")
-        after_ms = None if after is None else to_ms(after.eta)
-        after_key = "" if after is None else after.key
-        pages = [
-            self.delayed_scripts(shard).pending(owner, after_ms, after_key, limit)
-            for shard in range(self.layout.shards)
-        ]
-        rows: Iterator[PendingRow] = heapq.merge(*pages, key=lambda r: (r.due_ms, r.key))
-        return [
-            _task(r.key, r.due_ms, r.definition, "sending" if r.sending else "pending")
-            for r in islice((r for r in rows if r.definition is not None), limit)
-        ]
+        return self._changes([key], op, amount)[key]
 
     @translated
     def cancel_owner(self, owner: str) -> int:
@@ -190,59 +142,49 @@ class DelayedCalls(StoreBase):
         a beat is sending already are sent)."""
         cancelled, after = 0, None
         while page := self.pending(owner, MAX_PAGE, after):
-            calls = [
-                self._delayed_home(t.key, self.layout).change_call(t.key, "cancel") for t in page
-            ]
-            replies = self.runner.run_many(calls)
-            for reply in replies:
-                if isinstance(reply, Exception):
-                    raise reply
-                cancelled += Changed.from_reply(reply).outcome == "done"
+            changes = self._changes([t.key for t in page], "cancel")
+            cancelled += sum(c.outcome == "done" for c in changes.values())
             after = page[-1]
         return cancelled
 
+    def _changes(self, keys: list[str], op: str, amount: int = 0) -> dict[str, Changed]:
+        """Change each task where it is now, one pipeline per server; a change that lost the
+        race with a move (the layout changed, or the task left the beat holding it, where
+        it was looked for) is tried again, and each task's outcome counted once."""
+        decided: dict[str, Changed] = {}
 
-def _claim_due(raw: str | None, score: int) -> int | None:
-    """The due time of a beat's claim on the task, while it holds one (else None)."""
-    try:
-        claim = json.loads(raw or "{}")
-        lease_until, due = int(claim["lease_until"]), int(claim["due"])
-    except (KeyError, TypeError, ValueError):
-        return None
-    return due if lease_until == score and 0 <= due <= MAX_MS else None
+        def change(layout: Layout) -> dict[str, Changed]:
+            for _ in range(MAX_PLACINGS):
+                todo = [key for key in dict.fromkeys(keys) if key not in decided]
+                if not todo:
+                    return decided
+                places = placed_delayed(self, todo, layout)
+                calls = [
+                    self.delayed_scripts(places[key].shard).change_call(
+                        key, op, layout.spelled, amount
+                    )
+                    for key in todo
+                ]
+                replies = self.runner.run_spread(calls, "strict")
+                if _decide(todo, replies, places, decided):
+                    raise LayoutChanged()
+            raise RedisBeatError(f"delayed tasks {todo} kept moving")
 
-
-def _done(key: str, raw: str | None) -> DelayedTask | None:
-    """What became of a task once sent, while it is kept (None: nothing is)."""
-    try:
-        done = json.loads(raw or "null")
-        due, at, outcome = int(done["due"]), int(done["at"]), done["outcome"]
-    except (KeyError, TypeError, ValueError):
-        return None
-    owner, task, copies = done.get("owner"), done.get("task"), done.get("duplicates")
-    return DelayedTask(
-        key,
-        task if isinstance(task, str) else "",
-        from_ms(due),
-        owner if isinstance(owner, str) else None,
-        state="failed" if outcome == "failed" else "sent",
-        task_id=str(done.get("task_id") or "") or None,
-        sent_at=from_ms(at),
-        error=done.get("error") if isinstance(done.get("error"), str) else None,
-        duplicates=copies if isinstance(copies, int) and copies > 0 else 0,
-    )
+        return self._with_layout(change)
 
 
-def _task(key: str, due_ms: int, definition: str | None, state: Any) -> DelayedTask:
-    record = read_definition(definition or "")
-    owner = record.get("owner")
-    return DelayedTask(
-        key,
-        record["task"],
-        from_ms(due_ms),
-        owner if isinstance(owner, str) else None,
-        tuple(record.get("args") or ()),
-        dict(record.get("kwargs") or {}),
-        dict(record.get("options") or {}),
-        state,
-    )
+def _decide(
+    keys: list[str], replies: list[Any], places: Mapping[str, Place], decided: dict[str, Changed]
+) -> bool:
+    """Record in ``decided`` the changes that settled; whether one found the layout old."""
+    stale = False
+    for key, reply in zip(keys, replies, strict=True):
+        if isinstance(reply, Exception):
+            raise reply
+        if reply == -2:
+            stale = True
+            continue
+        changed = Changed.from_reply(reply)
+        if not (places[key].held and changed.outcome == "missing"):
+            decided[key] = changed
+    return stale

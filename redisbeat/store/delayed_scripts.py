@@ -7,6 +7,7 @@ from typing import Any
 
 from ..schedule.clock import MAX_MS
 from ..schedule.delayed import Delay
+from .errors import LayoutChanged
 from .keys import Keys
 from .records import Outcome, text, wire
 from .runner import Call, Runner, Script
@@ -26,7 +27,10 @@ class Changed:
     due_ms: int
 
     @classmethod
-    def from_reply(cls, reply: list[Any]) -> Changed:
+    def from_reply(cls, reply: Any) -> Changed:
+        """Raises :class:`~.errors.LayoutChanged` for -2 (the writer's layout is old)."""
+        if reply == -2:
+            raise LayoutChanged()
         code, due = int(reply[0]), int(reply[1])
         return cls({1: "done", 0: "late"}.get(code, "missing"), due)
 
@@ -47,9 +51,10 @@ class DelayedScripts:
         self.runner = runner
         self.keys = keys
 
-    def delay_call(self, d: Delay, layout: str, wake: bool) -> Call:
-        """Write ``d`` (its reply: the due ms, or -2 when ``layout`` is no longer the
-        shard's); ``wake`` publishes a wake-up (once per pipeline is enough)."""
+    def delay_call(self, d: Delay, layout: str, wake: bool, held: bool = False) -> Call:
+        """Write ``d`` (its reply: the due ms, -2 when ``layout`` is no longer the shard's,
+        or -3 when ``held`` asked for a task a beat holds here and none does); ``wake``
+        publishes a wake-up (once per pipeline is enough)."""
         k = self.keys
         args = [
             wire(d.key),
@@ -60,8 +65,9 @@ class DelayedScripts:
             k.delayed_owner_prefix,
             k.events if wake else "",
             layout,
+            "1" if held else "",
         ]
-        return Call(DELAY, [k.delayed, k.delayed_tasks, k.shard_layout], args)
+        return Call(DELAY, [k.delayed, k.delayed_tasks, k.shard_layout, k.delayed_inflight], args)
 
     def finish_call(
         self, beat_id: str, lease_until_ms: int, outcomes: list[Outcome], keep_ms: int
@@ -82,32 +88,42 @@ class DelayedScripts:
             args += [wire(o.name), o.action, "", o.task_id, o.due_ms, o.error]
         return Call(FINISH_DELAYED, [k.delayed, k.delayed_inflight, k.delayed_tasks], args)
 
-    def change_call(self, key: str, op: str, amount_ms: int = 0) -> Call:
+    def change_call(self, key: str, op: str, layout: str, amount_ms: int = 0) -> Call:
         """Cancel (``op`` 'cancel') or move the task: 'at' a due ms, 'in' ms from now, 'by'
-        ms from its due time (its reply: :meth:`Changed.from_reply`)."""
+        ms from its due time (its reply: :meth:`Changed.from_reply`, or -2 when ``layout``
+        is no longer the shard's)."""
         k = self.keys
-        args = [wire(key), k.delayed_owner_prefix, op, amount_ms, k.events]
-        return Call(CHANGE, [k.delayed, k.delayed_tasks, k.delayed_inflight], args)
+        args = [wire(key), k.delayed_owner_prefix, op, amount_ms, k.events, layout]
+        keys = [k.delayed, k.delayed_tasks, k.delayed_inflight, k.shard_layout]
+        return Call(CHANGE, keys, args)
 
-    def change(self, key: str, op: str, amount_ms: int = 0) -> Changed:
-        return Changed.from_reply(self.runner.run(self.change_call(key, op, amount_ms), "strict"))
+    def change(self, key: str, op: str, layout: str, amount_ms: int = 0) -> Changed:
+        """Raises :class:`~.errors.LayoutChanged` when ``layout`` is no longer the shard's."""
+        call = self.change_call(key, op, layout, amount_ms)
+        return Changed.from_reply(self.runner.run(call, "strict"))
 
-    def pending(
-        self, owner: str | None, after_ms: int | None, after_key: str, limit: int
-    ) -> list[PendingRow]:
+    def pending_call(
+        self, owner: str | None, after_ms: int | None, after_key: str, limit: int, moving: bool
+    ) -> Call:
         """Up to ``limit`` of the owner's tasks in this shard (every task, for None) after
-        (``after_ms``, ``after_key``) in due order."""
+        (``after_ms``, ``after_key``) in due order, with those a reshard has set aside here
+        to move when ``moving`` (its reply: :func:`pending_rows`)."""
         k = self.keys
         index = k.delayed if owner is None else k.delayed_owner(owner)
-        keys = [index, k.delayed_tasks, k.delayed, k.delayed_inflight]
+        keys = [index, k.delayed_tasks, k.delayed, k.delayed_inflight, k.delayed_moving]
         start = "-inf" if after_ms is None else after_ms
-        reply = self.runner.run(Call(PENDING, keys, [start, wire(after_key), limit]), "none")
-        return [
-            PendingRow(
-                text(reply[i]),
-                int(reply[i + 1]),
-                None if reply[i + 2] is None else text(reply[i + 2]),
-                reply[i + 3] == 1,
-            )
-            for i in range(0, len(reply), 4)
-        ]
+        args = [start, wire(after_key), limit, "1" if moving else "", wire(owner or "")]
+        return Call(PENDING, keys, args)
+
+
+def pending_rows(reply: Any) -> list[PendingRow]:
+    """The rows of pending.lua's reply."""
+    return [
+        PendingRow(
+            text(reply[i]),
+            int(reply[i + 1]),
+            None if reply[i + 2] is None else text(reply[i + 2]),
+            reply[i + 3] == 1,
+        )
+        for i in range(0, len(reply), 4)
+    ]

@@ -102,6 +102,13 @@ class Keys:
         a worker now (the worker hook's; ``until``: when it stops counting as running)."""
         return self._key("running")
 
+    @property
+    def not_started(self) -> str:
+        """HASH: ``<outcome>:<task>`` -> how many runs of that task, sent from this shard
+        (an entry's or a delayed task's), the workers with the hook could not start
+        (``unregistered``, ``rejected``); the beats' metrics add up every shard's."""
+        return self._key("not-started")
+
     def seen(self, task_id: str, retries: int = 0) -> str:
         """STRING, expiring: what the workers know of one try of a task redisbeat sent (the
         worker hook's duplicate check, in the entry's shard): JSON {stage, tag, worker, at}."""
@@ -158,14 +165,16 @@ class Keys:
 
     @property
     def moving(self) -> str:
-        """HASH: entry name -> JSON of all it had in this shard, while a reshard moves it."""
-        return self._key("moving")
+        """HASH: entry name (or, in the delayed lane, task key) -> JSON of all it had in this
+        shard, while a reshard moves it."""
+        return self._lane_key("moving")
 
     @property
     def arrived(self) -> str:
-        """HASH: entry name -> 1, for entries a reshard has moved into this shard (so that a
-        move repeated after an interruption never writes one twice)."""
-        return self._key("arrived")
+        """HASH: entry name (or task key) -> 1 for what a reshard has moved into this shard
+        (so that a move repeated after an interruption never writes it twice); ``h`` for an
+        entry whose history is still to come (an editor moved it, without lists)."""
+        return self._lane_key("arrived")
 
     # -- delayed one-off tasks (each shard has its own) ------------------------------------
 
@@ -189,6 +198,16 @@ class Keys:
         """HASH: delayed task key -> JSON {definition, error, at} for records that failed
         to load."""
         return self.of_lane("delayed").quarantine
+
+    @property
+    def delayed_moving(self) -> str:
+        """HASH: delayed task key -> JSON of its records, while a reshard moves it."""
+        return self.of_lane("delayed").moving
+
+    @property
+    def delayed_arrived(self) -> str:
+        """HASH: delayed task key -> 1, for tasks a reshard has moved into this shard."""
+        return self.of_lane("delayed").arrived
 
     @property
     def delayed_owner_prefix(self) -> str:

@@ -6,6 +6,11 @@ old shard sets the entry's records aside in its moving hash and off its schedule
 claims it meanwhile), the new shard writes them, and the old shard forgets them. Each step
 can be repeated: a move interrupted between them is finished by the next one, and an entry
 written again in its new shard meanwhile is never overwritten.
+
+The records are the definition, due time, run state, set-aside record, owner, running
+marker, spent time and history. Only the reshard moves a history (``lists``): an editor's
+user may not read and write lists, so an editor's move leaves the history behind, and the
+new shard marks the entry for the reshard to bring it (:func:`histories_left`).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any, Literal
 from .base import StoreBase
 from .errors import LayoutChanged
 from .keys import Keys
+from .records import text, wire
 from .runner import Call, Runner, Script
 from .shards import Layout
 
@@ -36,31 +42,43 @@ class Moves:
     runner: Runner
     keys: Keys
 
-    def take_out(self, names: list[str], layout: Layout) -> list[Any]:
+    def take_out(self, names: list[str], layout: Layout, lists: bool = False) -> list[Any]:
+        """Set aside each entry's records (with ``lists``, its history too): per name, their
+        JSON, 1 (claimed: later) or 0 (nothing here)."""
         k = self.keys
-        keys = [k.entries, k.schedule, k.state, k.inflight, k.quarantine, k.moving, k.shard_layout]
-        return _checked(self.runner.run(Call(MOVE_OUT, keys, [layout.spelled, *names]), "strict"))
+        keys: list[str | bytes] = [k.entries, k.schedule, k.state, k.inflight, k.quarantine]
+        keys += [k.moving, k.shard_layout, k.running, k.spent]
+        if lists:
+            keys += [wire(k.history(name)) for name in names]
+        args = [layout.spelled, "1" if lists else "", *(wire(n) for n in names)]
+        return checked(self.runner.run(Call(MOVE_OUT, keys, args), "strict"))
 
     def put_in(self, taken: dict[str, str], layout: Layout) -> list[Any]:
         k = self.keys
-        owners = _Owners(k, 7)
+        extra = _Extra(k, 9)
         args: list[Any] = [layout.spelled, k.events]
         for name, records in taken.items():
-            args += [name, records, owners.index(records)]
+            args += [wire(name), records, extra.owner(records), extra.history(name, records)]
         keys = [k.entries, k.schedule, k.state, k.quarantine, k.arrived, k.shard_layout]
-        return _checked(self.runner.run(Call(MOVE_IN, keys + owners.keys, args), "strict"))
+        keys += [k.running, k.spent]
+        return checked(self.runner.run(Call(MOVE_IN, keys + extra.keys, args), "strict"))
 
-    def forget(self, taken: dict[str, str]) -> int:
-        owners = _Owners(self.keys, 2)
+    def forget(self, taken: dict[str, str], *, owned: bool = True) -> int:
+        """Forget what was set aside of ``taken`` (and, when ``owned``, the names in their
+        owners' SETs: entries have owners, delayed tasks an index of their own)."""
+        owners = _Extra(self.keys, 2)
         args: list[Any] = []
         for name, records in taken.items():
-            args += [name, owners.index(records)]
+            args += [wire(name), owners.owner(records) if owned else 0]
         call = Call(MOVE_CLEAR, [self.keys.moving, *owners.keys], args)
         return int(self.runner.run(call, "strict"))
 
 
-def move(store: StoreBase, names: list[str], layout: Layout) -> dict[str, Where]:
-    """Move each entry of ``names`` to the shard ``layout``'s new count puts it in.
+def move(
+    store: StoreBase, names: list[str], layout: Layout, *, lists: bool = False
+) -> dict[str, Where]:
+    """Move each entry of ``names`` to the shard ``layout``'s new count puts it in, with its
+    history when ``lists`` (the reshard's user may read and write lists).
 
     Raises :class:`LayoutChanged` when the reshard ended (or another began) meanwhile.
     """
@@ -74,7 +92,7 @@ def move(store: StoreBase, names: list[str], layout: Layout) -> dict[str, Where]
     for origin, group in origins.items():
         source = Moves(store.runner, store.keys.of_shard(origin))
         taken: dict[str, str] = {}
-        for name, reply in zip(group, source.take_out(group, layout), strict=True):
+        for name, reply in zip(group, source.take_out(group, layout, lists), strict=True):
             if isinstance(reply, str):
                 taken[name] = reply
             where[name] = "claimed" if reply == 1 else "absent" if reply == 0 else "home"
@@ -100,29 +118,51 @@ def placed(store: StoreBase, names: list[str], layout: Layout) -> dict[str, int]
     }
 
 
-class _Owners:
-    """The owners' SETs a batch of moved entries names, as extra KEYS from ``first`` on."""
+def histories_left(store: StoreBase, shard: int) -> list[str]:
+    """The entries an editor moved into ``shard`` in this reshard without their history
+    (their new shard marks them ``h``): the reshard moves each one's history next."""
+    key = store.keys.of_shard(shard).arrived
+    return [text(n) for n, mark in store.client.hscan_iter(key, count=1000) if text(mark) == "h"]
+
+
+class _Extra:
+    """The owners' SETs and the histories a batch of moved entries names, as extra KEYS from
+    ``first`` on."""
 
     def __init__(self, keys: Keys, first: int) -> None:
         self._keys = keys
         self._first = first
-        self.keys: list[str] = []
+        self.keys: list[str | bytes] = []
 
-    def index(self, records: str) -> int:
+    def owner(self, records: str) -> int:
         """The KEYS index of the SET of the entry's owner (0: its owner cannot be read)."""
         owner = owner_of(records)
-        if owner is None:
+        return 0 if owner is None else self._index(self._keys.source(owner))
+
+    def history(self, name: str, records: str) -> int:
+        """The KEYS index of the entry's history LIST (0: it brings none)."""
+        if "history" not in _decoded(records):
             return 0
-        key = self._keys.source(owner)
+        return self._index(wire(self._keys.history(name)))
+
+    def _index(self, key: str | bytes) -> int:
         if key not in self.keys:
             self.keys.append(key)
         return self._first + self.keys.index(key)
 
 
+def _decoded(records: str) -> dict[str, Any]:
+    try:
+        moved = json.loads(records)
+    except ValueError:
+        return {}
+    return moved if isinstance(moved, dict) else {}
+
+
 def owner_of(records: str) -> str | None:
     """The source that owns a moved entry, from its definition (or the one set aside)."""
     try:
-        moved = json.loads(records)
+        moved = _decoded(records)
         definition = moved.get("definition") or json.loads(moved["quarantine"])["definition"]
         source = json.loads(definition).get("source", "api")
     except (ValueError, KeyError, TypeError, AttributeError):
@@ -130,7 +170,8 @@ def owner_of(records: str) -> str | None:
     return source if isinstance(source, str) and source else None
 
 
-def _checked(reply: Any) -> list[Any]:
+def checked(reply: Any) -> list[Any]:
+    """A move script's replies, unless it says the mover followed an old layout."""
     if reply == -2:
         raise LayoutChanged()
     return list(reply)

@@ -9,8 +9,14 @@ move it began):
 2. Wait until every live beat has had a heartbeat since: a beat learns the layout there, and
    then claims from the shards of both counts. Claims stay exactly-once throughout: an entry
    is on one shard's schedule at a time, or on none while it moves (for moments).
-3. Move each entry whose shard changes (:func:`~.moving.move`); an entry a beat has claimed
-   is moved once its beat has finished it.
+3. Move each entry whose shard changes (:func:`~.moving.move`), with its history, running
+   marker and spent time, and each pending delayed task whose shard changes
+   (:func:`~.delayed_moving.move_delayed`), in batches; an entry or task a beat has claimed
+   is moved once its beat has finished it. Then the histories an editor's move of an entry
+   left behind (:func:`~.moving.histories_left`), and what became of the tasks sent from
+   a shard their key no longer hashes to (:func:`~.delayed_moving.move_sent_records`).
+   Meanwhile writers keep writing: each moves what it writes first
+   (:func:`~.moving.placed`, :func:`~.delayed_moving.placed_delayed`).
 4. Every shard records the new count, shard 0's last; beats drop the shards they no longer
    need at their next heartbeat.
 """
@@ -26,8 +32,9 @@ from typing import Any
 
 from ..errors import ConfigurationError, RedisBeatError
 from .base import StoreBase
+from .delayed_moving import move_delayed, move_sent_records
 from .errors import translated
-from .moving import move
+from .moving import Where, histories_left, move
 from .records import text
 from .shards import Layout
 
@@ -43,7 +50,10 @@ CLAIM_PAUSE = 0.1
 class ReshardReport:
     before: int
     after: int
+    #: Entries moved to another shard.
     moved: int = 0
+    #: Pending delayed tasks moved to another shard.
+    delayed: int = 0
     #: Beats that had no heartbeat in time to confirm the move (they were stopping, or
     #: stalled): until they have one, they claim only from the shards they knew.
     unconfirmed: list[str] = field(default_factory=list)
@@ -70,34 +80,21 @@ class Reshard:
                 f"way: finish it first (redisbeat reshard {layout.moving_to})"
             )
         report = ReshardReport(layout.shards, shards)
-        if layout.shards != shards and layout.moving_to is None:
-            self._refuse_with_delayed_tasks(layout)
         if layout.shards == shards:
             self.say(f"{self.store.keys.layout}: already {shards} shard(s); nothing to move")
             return report
         layout = self._begin(Layout(layout.shards, shards))
         report.unconfirmed = self._wait_for_beats()
-        report.moved = self._move_all(layout, started + claims_timeout)
+        report.moved, report.delayed = self._move_all(layout, started + claims_timeout)
+        move_sent_records(self.store, layout)
         self._end(layout)
         report.seconds = time.monotonic() - started
         self.say(
             f"{self.store.keys.layout}: {report.before} -> {report.after} shard(s), "
-            f"{report.moved} entries moved in {report.seconds:.1f} s"
+            f"{report.moved} entries and {report.delayed} delayed tasks moved in "
+            f"{report.seconds:.1f} s"
         )
         return report
-
-    def _refuse_with_delayed_tasks(self, layout: Layout) -> None:
-        """Delayed tasks stay in the shard their key hashes to under the count they were
-        written with: a reshard waits until none is pending."""
-        pipe = self.store.client.pipeline(transaction=False)
-        for shard in range(layout.shards):
-            pipe.zcard(self.store.keys.of_shard(shard).delayed)
-        pending = sum(pipe.execute())
-        if pending:
-            raise ConfigurationError(
-                f"{pending} delayed task(s) of {self.store.keys.prefix!r} are pending: a reshard "
-                "moves periodic entries only; run it once they are sent or cancelled"
-            )
 
     def _begin(self, layout: Layout) -> Layout:
         self._mark(layout, {"shards": layout.shards, "moving_to": layout.moving_to or 0})
@@ -113,7 +110,7 @@ class Reshard:
         self._mark(layout, {"shards": after}, drop=True)
         client = self.store.client
         for scripts in self.store.shard_scripts[: layout.span]:
-            client.delete(scripts.keys.arrived)
+            client.delete(scripts.keys.arrived, scripts.keys.delayed_arrived)
         self.store.follow(self.store.scripts.layout("end", after))
 
     def _mark(self, layout: Layout, fields: dict[str, int], *, drop: bool = False) -> None:
@@ -142,32 +139,47 @@ class Reshard:
                 return behind
             time.sleep(0.05)
 
-    def _move_all(self, layout: Layout, deadline: float) -> int:
-        moved = 0
+    def _move_all(self, layout: Layout, deadline: float) -> tuple[int, int]:
+        """Move every entry and delayed task whose shard changes; how many of each moved."""
+        moved = {"periodic": 0, "delayed": 0}
         while True:
             claimed = 0
             for origin in range(layout.shards):
-                for names in _batches(self._names_in(origin, layout)):
-                    where = move(self.store, names, layout)
-                    moved += sum(1 for w in where.values() if w == "home")
-                    claimed += sum(1 for w in where.values() if w == "claimed")
+                for lane, mover in (("periodic", self._move), ("delayed", move_delayed)):
+                    for names in _batches(self._names_in(origin, layout, lane)):
+                        where = mover(self.store, names, layout)
+                        moved[lane] += sum(w == "home" for w in where.values())
+                        claimed += sum(w == "claimed" for w in where.values())
             if not claimed:
-                return moved
+                break
             if time.monotonic() > deadline:
                 raise RedisBeatError(
-                    f"{claimed} entries stayed claimed by beats; run the reshard again to "
-                    "finish the move (the deployment keeps working meanwhile)"
+                    f"{claimed} entries or delayed tasks stayed claimed by beats; run the "
+                    "reshard again to finish the move (the deployment keeps working meanwhile)"
                 )
             time.sleep(CLAIM_PAUSE)
+        # Once nothing is left in the old shards, no editor moves an entry any more.
+        for shard in range(layout.span):
+            for names in _batches(histories_left(self.store, shard)):
+                self._move(self.store, names, layout)
+        return moved["periodic"], moved["delayed"]
 
-    def _names_in(self, origin: int, layout: Layout) -> list[str]:
-        """The names shard ``origin`` holds anything of, whose new count puts elsewhere."""
-        keys = self.store.keys.of_shard(origin)
+    @staticmethod
+    def _move(store: StoreBase, names: list[str], layout: Layout) -> dict[str, Where]:
+        return move(store, names, layout, lists=True)
+
+    def _names_in(self, origin: int, layout: Layout, lane: str) -> list[str]:
+        """The names (delayed task keys, for the delayed lane) shard ``origin`` holds
+        anything of, whose new count puts elsewhere."""
+        keys = self.store.keys.of_shard(origin).of_lane(lane)
         client = self.store.client
-        names = {text(n) for n, _ in client.hscan_iter(keys.entries, count=1000)}
-        names |= {text(n) for n, _ in client.zscan_iter(keys.schedule, count=1000)}
-        for key in (keys.quarantine, keys.moving):
-            names |= {text(n) for n, _ in client.hscan_iter(key, count=1000)}
+        hashes = [keys.entries, keys.quarantine, keys.moving]
+        sets = [keys.schedule]
+        if lane == "periodic":
+            hashes.append(keys.running)
+            sets.append(keys.spent)
+        names = {text(n) for key in hashes for n, _ in client.hscan_iter(key, count=1000)}
+        names |= {text(n) for key in sets for n, _ in client.zscan_iter(key, count=1000)}
         return sorted(n for n in names if layout.home(n) != origin)
 
 

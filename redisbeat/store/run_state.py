@@ -65,17 +65,27 @@ class Paused:
         )
 
 
+#: The outcomes of a run a worker could not start: its task is not registered there
+#: (``unregistered``), or it refused the message (``rejected``: a content type it does not
+#: accept, a message it cannot read).
+NOT_STARTED = ("unregistered", "rejected")
+#: The outcomes that ask for a look (the admin shows them as problems).
+TROUBLE = ("failed", "revoked", *NOT_STARTED)
+
+
 @dataclass(frozen=True)
 class Outcome:
     """How the entry's last run on a worker ended (the worker hook's record)."""
 
     task_id: str
-    #: ``succeeded``, ``failed``, ``retried`` or ``revoked``.
+    #: ``succeeded``, ``failed``, ``retried`` or ``revoked``; or one of :data:`NOT_STARTED`.
     outcome: str
     exception: str | None
     at: datetime | None
     #: Seconds it ran (None: its start was not recorded).
     runtime: float | None
+    #: For a run that could not start: why, in words, and what fixes it.
+    detail: str | None = None
 
     @classmethod
     def from_record(cls, data: Any) -> Outcome | None:
@@ -88,6 +98,7 @@ class Outcome:
             exception=_text_field(data.get("exception")),
             at=_time(data.get("at")),
             runtime=runtime / 1000 if isinstance(runtime, (int, float)) else None,
+            detail=_text_field(data.get("detail")),
         )
 
 

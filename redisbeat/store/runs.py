@@ -6,6 +6,8 @@ redisbeat sent starts and records the outcome when it ends, one script call each
 beats read the markers for entries whose ``overlap`` is not ``"allow"``. The history is a
 list per entry, newest first: the finish pushes each send (and skip, failure or missed
 occurrences), the worker each run's outcome; :meth:`RunCalls.history` joins them by task id.
+A run a worker could not start (its task not registered there, its message refused) is an
+outcome too, and is counted by task in each shard, for the beats' metrics.
 """
 
 from __future__ import annotations
@@ -19,12 +21,35 @@ from typing import Any
 from ..schedule.clock import from_ms, valid_ms
 from .base import StoreBase
 from .errors import translated
+from .keys import shard_of
+from .receipts import Delivery
 from .records import text, wire
+from .run_state import NOT_STARTED
 from .runner import Call, Script
 
 TRACK = Script.named("track", "seen")
-#: What a run's end says of it (Celery's states, as a worker hook reports them).
-OUTCOMES = ("succeeded", "failed", "retried", "revoked")
+#: What a run's end says of it (Celery's states, as a worker hook reports them), or that
+#: the worker could not start it (:data:`~.run_state.NOT_STARTED`).
+OUTCOMES = ("succeeded", "failed", "retried", "revoked", *NOT_STARTED)
+
+
+@dataclass(frozen=True)
+class NotStarted:
+    """A run a worker could not start, as the worker hook records it."""
+
+    #: One of :data:`~.run_state.NOT_STARTED`.
+    outcome: str
+    #: The task's name, as the message gives it.
+    task: str
+    #: The type name of the exception the worker raised (None: none that says more).
+    exception: str | None
+    #: Why, in words, and what fixes it.
+    detail: str
+
+    @property
+    def counted_as(self) -> str:
+        """Its field in a shard's count (:attr:`~.keys.Keys.not_started`)."""
+        return f"{self.outcome}:{self.task}"
 
 
 @dataclass(frozen=True)
@@ -62,6 +87,8 @@ class Run:
     #: Seconds from the run's start to its end, by the Redis clock.
     runtime: float | None = None
     worker: str = ""
+    #: For a run the worker could not start: why, in words, and what fixes it.
+    detail: str | None = None
 
     @property
     def late(self) -> float | None:
@@ -74,12 +101,15 @@ class Run:
 class RunCalls(StoreBase):
     """The worker hook's writes, and the reads of runs and histories."""
 
-    def _track(self, op: str, name: str, run: dict[str, Any], number: int, retries: int) -> Any:
+    def _track(
+        self, op: str, name: str, run: dict[str, Any], number: int, retries: int, count: str = ""
+    ) -> Any:
         shard = self.shard(name)
         k = shard.keys
         keys: list[str | bytes] = [k.running, k.state, wire(k.history(name)), k.schedule]
-        keys += [k.inflight, wire(k.seen(str(run["task_id"]), retries))]
-        args = [op, wire(name), json.dumps(run), number, k.events, self.mark_ms(op)]
+        mark = wire(k.seen(str(run["task_id"]), retries))
+        keys += [k.inflight, mark, k.not_started, k.entries]
+        args = [op, wire(name), json.dumps(run), number, k.events, self.mark_ms(op), wire(count)]
         return self.runner.run(Call(TRACK, keys, args), "lenient")
 
     @translated
@@ -107,6 +137,37 @@ class RunCalls(StoreBase):
         if exception:
             run["exception"] = exception
         self._track("end", name, run, self.history_size, retries)
+
+    @translated
+    def run_not_started(self, d: Delivery, what: NotStarted) -> None:
+        """Record a run a worker could not start: for an entry, its outcome (run state and
+        history) and, for either lane, one more in its shard's count of such runs (a delayed
+        task's try is marked ended with :meth:`mark_run`)."""
+        if d.lane == "delayed":
+            index = shard_of(d.name, self.layout.shards)  # where delay() wrote it
+            key = self.shard_scripts[index].keys.not_started
+            self.client.hincrby(key, wire(what.counted_as), 1)
+            return
+        run = {"task_id": d.task_id, "due": d.due_ms, "worker": d.worker}
+        run.update(outcome=what.outcome, task=what.task, detail=what.detail)
+        if what.exception:
+            run["exception"] = what.exception
+        self._track("end", d.name, run, self.history_size, d.retries, what.counted_as)
+
+    @translated
+    def not_started(self) -> dict[tuple[str, str], int]:
+        """Runs the workers could not start, in all, by outcome and task: every shard's
+        count, in one round trip (a hash of a few fields each)."""
+        pipe = self.client.pipeline(transaction=False)
+        for shard in self.all_shards():
+            pipe.hgetall(shard.keys.not_started)
+        found: dict[tuple[str, str], int] = {}
+        for counts in pipe.execute():
+            for field, value in counts.items():
+                outcome, _, task = text(field).partition(":")
+                if task and text(value).isdigit():
+                    found[outcome, task] = found.get((outcome, task), 0) + int(value)
+        return found
 
     @translated
     def mark_sending(self, name: str, task_id: str, due_ms: int, now_ms: int) -> None:
@@ -195,6 +256,7 @@ def _run(send: dict[str, Any], run: dict[str, Any] | None) -> Run:
         ended=_time(run.get("ended")),
         runtime=runtime / 1000 if isinstance(runtime, (int, float)) else None,
         worker=str(run.get("worker") or ""),
+        detail=str(run["detail"]) if run.get("detail") else None,
     )
 
 

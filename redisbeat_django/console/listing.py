@@ -22,7 +22,7 @@ from typing import Any
 
 from redisbeat import Entry, ScheduleStore
 from redisbeat.errors import CorruptEntry
-from redisbeat.store.run_state import EntryState
+from redisbeat.store.run_state import TROUBLE, EntryState
 
 #: What the sources redisbeat writes stand for; an entry of any other names its source.
 SOURCES = {"config": "beat_schedule", "django": "Django", "api": "API or CLI"}
@@ -102,7 +102,8 @@ class Page:
 def states_of(entry: Entry | None, state: EntryState) -> list[str]:
     """The filter states an entry is in: enabled or disabled, and paused, quarantined,
     finished (enabled, with no next run: its runs are over) and failing (sends refused,
-    data redisbeat did not write, or a last run that failed on a worker)."""
+    data redisbeat did not write, or a last run that failed on a worker or could not start
+    there)."""
     found = []
     if entry is not None:
         found.append("enabled" if entry.enabled else "disabled")
@@ -114,7 +115,7 @@ def states_of(entry: Entry | None, state: EntryState) -> list[str]:
     if entry is not None and entry.enabled and idle and state.quarantined is None:
         found.append("finished")
     last = state.last_outcome
-    if state.failures or state.problem or (last and last.outcome in ("failed", "revoked")):
+    if state.failures or state.problem or (last and last.outcome in TROUBLE):
         found.append("failing")
     return found
 

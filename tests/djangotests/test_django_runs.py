@@ -9,10 +9,12 @@ from datetime import datetime, timezone
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.urls import reverse
 from test_dispatcher import Recorder, dispatcher, make_due
 from test_django_admin import ADD, CHANGELIST, change_url, form_data, make
 
 from redisbeat import ScheduleStore
+from redisbeat.refusals import unregistered
 from redisbeat.schedule.ids import jitter_ms
 from redisbeat.schedule.timing import to_ms
 from redisbeat.store.receipts import Delivery
@@ -197,6 +199,33 @@ def test_a_copy_of_a_run_a_worker_dropped_shows_in_the_history_and_live_state(
     assert '<th scope="row">Duplicates dropped</th><td>1; last: ' in live
     assert f"on worker-2@host, task {task_id} (ended on worker-1@host)" in live
     assert "succeeded" in live  # the run's outcome stands
+
+
+def test_a_run_a_worker_could_not_start_is_a_problem_with_its_reason_on_every_page(
+    admin_client, rb_store
+):
+    rb_store.history_size = 20
+    row = make(every=60)
+    due, task_id = send(rb_store, "report")
+    sent = Delivery("periodic", "report", task_id, 0, due, "", False, "worker-1@host")
+    rb_store.run_not_started(sent, unregistered("reports.daily"))  # as the worker hook does
+    why = "the worker does not know the task &#x27;reports.daily&#x27;: import the module"
+    cell = '<span class="rb-problem" title="could not start: ' + why
+    listed = row_of(admin_client.get(CHANGELIST).content.decode(), "report")
+    assert cell in listed and ">unregistered</span>" in listed
+    change_page = admin_client.get(change_url(row)).content.decode()
+    entries = reverse("admin:redisbeat_django_entry_changelist")
+    console = admin_client.get(entries).content.decode()
+    assert cell in console and ">unregistered</span>" in console
+    failing = admin_client.get(entries, {"state": "failing"})
+    assert [c["row"].name for c in failing.context["rows"]] == ["report"]
+    entry_page = reverse("admin:redisbeat_django_entry_change", args=["report"])
+    for html in (change_page, admin_client.get(entry_page).content.decode()):
+        assert f"<strong>The last run could not start (unregistered):</strong> {why}" in html
+        live = html[html.index('<table class="rb-live">') :]
+        assert '<th scope="row">Last outcome</th><td>unregistered at ' in live
+        history = html[html.index('<table class="rb-history">') :]
+        assert '<tr class="rb-problem">' in history and f'title="{why}' in history
 
 
 def test_with_no_history_size_the_change_page_says_history_is_off(admin_client, rb_store):

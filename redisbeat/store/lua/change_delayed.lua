@@ -6,16 +6,18 @@
 -- KEYS[1] = delayed          ZSET
 -- KEYS[2] = delayed tasks    HASH
 -- KEYS[3] = delayed inflight HASH  key -> {"due", "at", "beat", "lease_until"}
+-- KEYS[4] = the shard's layout HASH
 -- ARGV[1] = key
 -- ARGV[2] = the start of an owner index's key
 -- ARGV[3] = 'cancel', or 'at' (ARGV[4]: due ms), 'in' (ARGV[4]: ms from now) or 'by'
 --           (ARGV[4]: ms added to the current due time, negative to bring it forward)
 -- ARGV[5] = pub/sub channel to wake the beats
+-- ARGV[6] = the layout the writer followed ('4', or '4>8' during a reshard)
 -- Returns {1, due ms (0 when cancelled)}; {0, due ms}: too late, a beat is sending it;
---         {-1, 0}: no pending task has that key.
-local bad = wrong_type({'zset', 'hash', 'hash'})
-if bad then
-  return bad
+--         {-1, 0}: no pending task has that key; -2: the layout changed (read it again).
+local refusal = refused(4, ARGV[6], {'zset', 'hash', 'hash'})
+if refusal then
+  return refusal
 end
 local key, op = ARGV[1], ARGV[3]
 local task = record(redis.call('HGET', KEYS[2], key))

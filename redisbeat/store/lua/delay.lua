@@ -6,6 +6,7 @@
 -- KEYS[1] = delayed           ZSET  key -> due ms
 -- KEYS[2] = delayed tasks     HASH  key -> JSON {task, args, kwargs, options, owner}
 -- KEYS[3] = the shard's layout HASH
+-- KEYS[4] = delayed inflight  HASH  only read, for ARGV[9]
 -- ARGV[1] = key
 -- ARGV[2] = the task's JSON record
 -- ARGV[3] = due ms, or '' to count ARGV[4] from now (the Redis clock)
@@ -14,12 +15,23 @@
 -- ARGV[6] = the start of an owner index's key (the owner follows; same hash tag)
 -- ARGV[7] = pub/sub channel to wake the beats ('' = do not publish)
 -- ARGV[8] = the layout the writer followed
--- Returns the due ms, or -2 when the layout changed (read it again).
+-- ARGV[9] = '1': write only while a beat holds the task here (a reshard left it in its old
+--           shard for that: once the beat is done, the reshard moves it, and the writer
+--           must look again)
+-- Returns the due ms, -2 when the layout changed (read it again), or -3 when ARGV[9] asked
+-- for a held task and none is (look where it is again).
 local refusal = refused(3, ARGV[8], {'zset', 'hash'})
 if refusal then
   return refusal
 end
 local key = ARGV[1]
+if ARGV[9] == '1' then
+  local claim = record(redis.call('HGET', KEYS[4], key))
+  local score = tonumber(redis.call('ZSCORE', KEYS[1], key))
+  if not (claim and score and tonumber(claim.lease_until) == score) then
+    return -3
+  end
+end
 local due = tonumber(ARGV[3])
 if due == nil then
   due = now_ms() + tonumber(ARGV[4])

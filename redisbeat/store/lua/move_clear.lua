@@ -1,7 +1,8 @@
 -- Forget entries a reshard has written into their new shard (move_in.lua): their records in
--- the old shard's moving hash, and their names in the old shard's owners' sets.
+-- the old shard's moving hash, and their names in the old shard's owners' sets. The same for
+-- delayed tasks (move_in_delayed.lua), on the delayed moving hash, without owners' sets.
 --
--- KEYS[1] = moving  HASH
+-- KEYS[1] = moving  HASH  (or delayed moving)
 -- KEYS[2..] = the owners' SETs of names
 -- ARGV[1..] = name, the index in KEYS of its owner's SET (0: none)
 -- Returns how many moving records were forgotten.

@@ -1,4 +1,5 @@
--- Record a run of an entry's task on a worker (the worker hook): its start, or its end.
+-- Record a run of an entry's task on a worker (the worker hook): its start, or its end
+-- (a run the worker could not start ends without a start, and is counted in KEYS[7]).
 -- A start marks the entry as running (for its overlap policy) until its end, or until the
 -- marker's "until" passes (a worker killed mid-run never says it ended). An end clears the
 -- marker (only its own run's: an overlapping run may hold it), records the outcome in the
@@ -11,13 +12,17 @@
 -- KEYS[4] = schedule ZSET
 -- KEYS[5] = inflight HASH  name -> claim JSON
 -- KEYS[6] = the run's mark STRING (seen.lua): the duplicate check's, started or ended
+-- KEYS[7] = not-started HASH  "<outcome>:<task>" -> runs the workers could not start
+-- KEYS[8] = entries  HASH  name -> definition (only checked)
 -- ARGV[1] = 'start' | 'end'
 -- ARGV[2] = name
--- ARGV[3] = the worker's record JSON (task_id, due, worker; an end adds outcome, exception)
+-- ARGV[3] = the worker's record JSON (task_id, due, worker; an end adds outcome, exception,
+--           and for a run that could not start, task and detail: why, in words)
 -- ARGV[4] = start: how long the marker counts (ms); end: how many runs a history keeps
 -- ARGV[5] = pub/sub channel, to wake the beats for an occurrence that waited
 -- ARGV[6] = how long the run's mark lasts (ms; 0: the duplicate check is off)
--- Returns 1, or 0 when the end found no run state (the entry was never sent or is gone).
+-- ARGV[7] = end: the field of KEYS[7] that counts this run ('': it started)
+-- Returns 1, or 0 when the end found no entry (it is gone).
 local now = now_ms()
 local name = ARGV[2]
 local ok, run = pcall(cjson.decode, ARGV[3])
@@ -26,6 +31,9 @@ if not ok or type(run) ~= 'table' then
 end
 mark_run(6, ARGV[1] == 'start' and 'started' or 'ended', tostring(run.worker or ''), now,
          tonumber(ARGV[6]) or 0)
+if (ARGV[7] or '') ~= '' then
+  redis.call('HINCRBY', KEYS[7], ARGV[7], 1)
+end
 if ARGV[1] == 'start' then
   run.started = now
   run['until'] = now + tonumber(ARGV[4])
@@ -58,12 +66,18 @@ end
 
 local raw = redis.call('HGET', KEYS[2], name)
 if not raw then
-  return 0
+  -- A worker may end a run before the beat that sent it records the send (a message it
+  -- refused at once, a quick task): the outcome starts the state of an entry that exists.
+  if redis.call('HEXISTS', KEYS[8], name) == 0 then
+    return 0
+  end
+  raw = '{}'
 end
 local decoded, state = pcall(cjson.decode, raw)
 if decoded and type(state) == 'table' then
   state.last_outcome = {task_id = run.task_id, due = run.due, outcome = run.outcome,
-                        exception = run.exception, at = now, runtime = run.runtime}
+                        exception = run.exception, at = now, runtime = run.runtime,
+                        detail = run.detail}
   redis.call('HSET', KEYS[2], name, cjson.encode(state))
 end
 local size = tonumber(ARGV[4])
