@@ -33,9 +33,10 @@ from .store.errors import (
     StoreRefused,
     StoreUnavailable,
 )
+from .store.history import Run
 from .store.records import BeatInfo, SyncReport
 from .store.run_state import EntryState, Quarantined
-from .store.runs import Run, Running
+from .store.runs import Running
 from .worker import track_runs
 
 __version__ = "0.1.0"

@@ -22,7 +22,7 @@ from redisbeat import (
 )
 from redisbeat.schedule.clock import from_ms, to_ms
 from redisbeat.schedule.ids import jitter_ms
-from redisbeat.store.runs import join_history
+from redisbeat.store.history import join_history
 from redisbeat_testkit.ports import wait_until
 
 

@@ -523,8 +523,9 @@ def test_a_beat_sends_every_occurrence_with_exactly_the_documented_beat_acl(
 
 def test_the_documented_worker_acl_records_runs_and_nothing_else(acl_redis: AclRedis) -> None:
     """The worker hook's scripts, on every path: a start, ends that push and trim a history,
-    an end that wakes an occurrence waiting for it (overlap="buffer_one"), and the duplicate
-    check of an entry's and a delayed task's messages."""
+    an end that wakes an occurrence waiting for it (overlap="buffer_one"), the duplicate
+    check of an entry's and a delayed task's messages, and an end refused because a reshard
+    changed the layout since the worker read it."""
     acl_redis.reset()
     admin = acl_redis.admin
     keys = Keys()
@@ -556,6 +557,10 @@ def test_the_documented_worker_acl_records_runs_and_nothing_else(acl_redis: AclR
         for lane, name in (("periodic", "gone"), ("delayed", "k")):
             refused = Delivery(lane, name, "t8", 0, 1, "", False, "w1")
             store.run_not_started(refused, unregistered("proj.gone"))
+        # A reshard began since the worker read the layout: its write is refused, and it
+        # reads the layout again and writes where the entry lives (the new count keeps it).
+        admin.hset(keys.layout, "moving_to", 2)
+        store.run_ended("e", "t5", 1, "w1", "succeeded")
         ran = acl_redis.commands_run()
     finally:
         store.close()
@@ -565,7 +570,8 @@ def test_the_documented_worker_acl_records_runs_and_nothing_else(acl_redis: AclR
         f"granted but not run: {sorted(documented - ran - {'select'})}"
     )
     assert admin.zscore(keys.schedule, "e") < waiting["lease_until"]  # woken
-    assert admin.llen(keys.history("e")) == 3  # trimmed to 2, and the copy's record
+    assert admin.llen(keys.history("e")) == 2  # trimmed to 2 again by the last end
+    assert json.loads(admin.hget(keys.state, "e"))["last_outcome"]["task_id"] == "t5"
     assert json.loads(admin.hget(keys.state, "e"))["duplicates"] == 1
     assert json.loads(admin.get(keys.delayed_done("k")))["duplicates"] == 1
     assert admin.hget(keys.not_started, "unregistered:proj.gone") == "2"

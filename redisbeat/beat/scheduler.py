@@ -6,7 +6,6 @@ Run it with ``celery -A proj beat -S redisbeat.RedisScheduler`` (or set
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import signal
@@ -27,6 +26,7 @@ from ..schedule.task_names import registered_tasks
 from ..sending import Publisher
 from ..store import ScheduleStore
 from ..store.base import usual_or
+from .collector import Collector
 from .deploys import BeatSchedule
 from .drivers import check_broker_driver
 from .loop import Dispatcher, make_beat_id
@@ -45,23 +45,6 @@ def process_beat_id(app: Any) -> str:
     if known is None or known[0] != os.getpid():  # a forked child is a beat of its own
         known = _BEAT_IDS[app] = (os.getpid(), make_beat_id())
     return known[1]
-
-
-def _freeze_start_up() -> None:
-    """Once per process, before the first claim: move what start-up made (Celery's app, the
-    modules, the connections) out of the garbage collector's way (``gc.freeze``). A full
-    collection then scans only what the beat made since: as its entry cache fills, those
-    pauses would otherwise scan the start-up objects again each time, tens of milliseconds
-    in which nothing is sent."""
-    global _FROZEN_IN
-    if os.getpid() != _FROZEN_IN:
-        _FROZEN_IN = os.getpid()
-        gc.collect()
-        gc.freeze()
-
-
-#: The process whose start-up objects are frozen (a forked child freezes its own).
-_FROZEN_IN: int | None = None
 
 
 class RedisScheduler(Scheduler):
@@ -96,6 +79,7 @@ class RedisScheduler(Scheduler):
             beat_id=beat_id,
             on_heartbeat=self._on_heartbeat,
         )
+        self.collector = Collector()
 
     # -- Celery's interface -------------------------------------------------------------------
 
@@ -116,7 +100,7 @@ class RedisScheduler(Scheduler):
         self._install_signal_handlers()
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
-        _freeze_start_up()
+        self.collector.start()
         self._busy = True
         try:
             self.dispatcher.stop_requested = self.stop_requested
@@ -132,7 +116,7 @@ class RedisScheduler(Scheduler):
         if self.stop_requested:
             raise SystemExit()
         # The wait happens here rather than in Celery's loop so a change can cut it short.
-        self.dispatcher.wait(delay)
+        self.dispatcher.wait(self.collector.before_wait(delay))
         return 0
 
     @property

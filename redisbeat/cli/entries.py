@@ -12,9 +12,9 @@ from zoneinfo import ZoneInfo
 import click
 
 from ..schedule.words import describe
+from ..store.history import Run
 from ..store.listing import Listed
 from ..store.run_state import NOT_STARTED, EntryState, Passed
-from ..store.runs import Run
 from .context import Tool, dumps, guarded, json_option, pass_tool
 from .editing import COMMANDS as EDITING
 

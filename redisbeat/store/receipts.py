@@ -7,19 +7,22 @@ and history, or in a sent delayed task's record) and says to drop it. The run's 
 renew the mark (``track.lua`` for an entry, :meth:`ReceiptCalls.mark_run` for a delayed
 task), so a run is remembered while it may still go on and ``redisbeat_duplicate_window_seconds``
 after it ended. A mark lives in the shard of its entry (or delayed task), next to what it
-records: one script, one Redis Cluster slot.
+records: one script, one Redis Cluster slot. Each script checks the shard's layout record
+against the layout the worker follows, so a worker started before a reshard reads the
+layout again and marks where the entry (or task) lives now.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from .base import StoreBase
-from .errors import translated
-from .keys import Keys, shard_of
+from .errors import LayoutChanged, translated
+from .keys import Keys
 from .records import text, wire
 from .runner import Call, Script
+from .shards import Layout
 
 RECEIVE = Script.named("receive", "seen")
 
@@ -63,16 +66,20 @@ class ReceiptCalls(StoreBase):
     def receive(self, d: Delivery, hold_ms: int) -> Receipt:
         """Mark ``d`` as received (its mark lasts ``hold_ms``, until its run starts) and run
         it, or record it as a copy of a run a worker already received, started or ran."""
-        k = self._lane_keys(d.lane, d.name)
-        keys: list[str | bytes] = [wire(k.seen(d.task_id, d.retries))]
-        if d.lane == "periodic":
-            keys += [k.state, wire(k.history(d.name))]
-        else:
-            keys.append(wire(k.delayed_done(d.name)))
-        args = ["receive", d.lane, wire(d.name), d.task_id, d.worker, hold_ms, d.tag]
-        args += ["1" if d.redelivered else "", "" if d.due_ms is None else d.due_ms]
-        args.append(self.history_size)
-        reply = self.runner.run(Call(RECEIVE, keys, args), "none")
+
+        def receive(layout: Layout) -> Any:
+            k = self._lane_keys(d.lane, d.name, layout)
+            keys: list[str | bytes] = [wire(k.seen(d.task_id, d.retries)), k.shard_layout]
+            if d.lane == "periodic":
+                keys += [k.state, wire(k.history(d.name))]
+            else:
+                keys.append(wire(k.delayed_done(d.name)))
+            args = ["receive", d.lane, wire(d.name), d.task_id, d.worker, hold_ms]
+            args += [layout.spelled, d.tag, "1" if d.redelivered else ""]
+            args += ["" if d.due_ms is None else d.due_ms, self.history_size]
+            return _followed(self.runner.run(Call(RECEIVE, keys, args), "none"))
+
+        reply = self._with_layout(receive)
         if int(reply[0]) == 1:
             return Receipt(True)
         return Receipt(False, text(reply[1]), text(reply[2]))
@@ -84,15 +91,33 @@ class ReceiptCalls(StoreBase):
         """Mark a delayed task's try as ``start``-ed or ``end``-ed (an entry's run is marked
         with :meth:`run_started` and :meth:`run_ended`)."""
         ttl = self.mark_ms(op)
-        if ttl:
-            k = self._lane_keys(lane, name)
-            stage = "started" if op == "start" else "ended"
-            keys = [wire(k.seen(task_id, retries))]
-            args = [stage, lane, wire(name), task_id, worker, ttl]
-            self.runner.run(Call(RECEIVE, keys, args), "none")
+        if not ttl:
+            return
+        stage = "started" if op == "start" else "ended"
 
-    def _lane_keys(self, lane: Lane, name: str) -> Keys:
+        def mark(layout: Layout) -> Any:
+            k = self._lane_keys(lane, name, layout)
+            keys: list[str | bytes] = [wire(k.seen(task_id, retries)), k.shard_layout]
+            args = [stage, lane, wire(name), task_id, worker, ttl, layout.spelled]
+            return _followed(self.runner.run(Call(RECEIVE, keys, args), "none"))
+
+        self._with_layout(mark)
+
+    def _lane_keys(self, lane: Lane, name: str, layout: Layout) -> Keys:
         if lane == "periodic":
             return self.shard(name).keys
-        index = shard_of(name, self.layout.shards)  # where delay() wrote it
-        return self.shard_scripts[index].keys
+        return self.shard_scripts[sent_shard(layout, name)].keys
+
+
+def sent_shard(layout: Layout, key: str) -> int:
+    """The shard a sent delayed task's marks (and its not-started count) go to: the one its
+    key hashes to by the count a reshard moves to, where the reshard brings the task and its
+    sent record (:func:`~.delayed_moving.move_sent_records`); by the count when none runs."""
+    return layout.home(key)
+
+
+def _followed(reply: Any) -> Any:
+    """A worker script's reply, unless it says the worker followed an old layout."""
+    if reply == -2 or (isinstance(reply, list) and reply and reply[0] == -2):
+        raise LayoutChanged()
+    return reply

@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..schedule.clock import from_ms, valid_ms
 from .base import StoreBase
-from .errors import translated
-from .keys import shard_of
-from .receipts import Delivery
+from .errors import LayoutChanged, translated
+from .history import Run, join_history, json_record, ms_of, time_of
+from .receipts import Delivery, sent_shard
 from .records import text, wire
 from .run_state import NOT_STARTED
 from .runner import Call, Script
+from .shards import Layout
 
 TRACK = Script.named("track", "seen")
 #: What a run's end says of it (Celery's states, as a worker hook reports them), or that
@@ -64,53 +64,42 @@ class Running:
     until_ms: int
 
 
-@dataclass(frozen=True)
-class Run:
-    """One occurrence in an entry's history: how the beats dealt with it and, with the
-    worker hook, what became of its run (``outcome`` None: not known, or still running)."""
-
-    task_id: str
-    due: datetime | None
-    #: ``sent``, ``skipped`` (``reason`` says why), ``failed`` (the message was refused),
-    #: ``run`` for a run whose send the history no longer holds, or ``duplicate``: a copy of
-    #: the run a worker dropped (``reason`` says how far the first got, and where).
-    result: str
-    sent_at: datetime | None = None
-    beat: str = ""
-    reason: str = ""
-    #: Occurrences missed (not sent within their grace) just before this one.
-    missed: int = 0
-    outcome: str | None = None
-    exception: str | None = None
-    started: datetime | None = None
-    ended: datetime | None = None
-    #: Seconds from the run's start to its end, by the Redis clock.
-    runtime: float | None = None
-    worker: str = ""
-    #: For a run the worker could not start: why, in words, and what fixes it.
-    detail: str | None = None
-
-    @property
-    def late(self) -> float | None:
-        """Seconds from the due time to the send."""
-        if self.due is None or self.sent_at is None:
-            return None
-        return (self.sent_at - self.due).total_seconds()
-
-
 class RunCalls(StoreBase):
     """The worker hook's writes, and the reads of runs and histories."""
 
     def _track(
         self, op: str, name: str, run: dict[str, Any], number: int, retries: int, count: str = ""
     ) -> Any:
-        shard = self.shard(name)
-        k = shard.keys
+        """Run track.lua where the entry lives now: a reshard since the layout was read makes
+        the script refuse, and the layout is read again. While a reshard runs, an entry not
+        yet moved is written in its old shard (the reshard then carries what was written),
+        one that has moved in its new shard."""
+        mark = str(run["task_id"]), retries
+        args = [op, wire(name), json.dumps(run), number, self.keys.events, self.mark_ms(op)]
+        args.append(wire(count))
+
+        def write(layout: Layout) -> Any:
+            index = self.located([name])[name]
+            old = index != layout.home(name)
+            reply = self._track_in(index, mark, args, layout, old)
+            if reply == -4:  # it left its old shard since it was looked for: its new one
+                reply = self._track_in(layout.home(name), mark, args, layout, False)
+            if reply in (-2, -3):  # the layout changed, or the entry is on its way
+                raise LayoutChanged()
+            return reply
+
+        return self._with_layout(write)
+
+    def _track_in(
+        self, index: int, mark: tuple[str, int], args: list[Any], layout: Layout, old: bool
+    ) -> Any:
+        k = self.shard_scripts[index].keys
+        name = text(args[1])
         keys: list[str | bytes] = [k.running, k.state, wire(k.history(name)), k.schedule]
-        mark = wire(k.seen(str(run["task_id"]), retries))
-        keys += [k.inflight, mark, k.not_started, k.entries]
-        args = [op, wire(name), json.dumps(run), number, k.events, self.mark_ms(op), wire(count)]
-        return self.runner.run(Call(TRACK, keys, args), "lenient")
+        keys += [k.inflight, wire(k.seen(*mark)), k.not_started, k.entries]
+        keys += [k.shard_layout, k.moving]
+        believed = [layout.spelled, "1" if old else ""]
+        return self.runner.run(Call(TRACK, keys, [*args, *believed]), "lenient")
 
     @translated
     def run_started(
@@ -144,15 +133,27 @@ class RunCalls(StoreBase):
         history) and, for either lane, one more in its shard's count of such runs (a delayed
         task's try is marked ended with :meth:`mark_run`)."""
         if d.lane == "delayed":
-            index = shard_of(d.name, self.layout.shards)  # where delay() wrote it
-            key = self.shard_scripts[index].keys.not_started
-            self.client.hincrby(key, wire(what.counted_as), 1)
+            self._count_delayed(d, what)
             return
         run = {"task_id": d.task_id, "due": d.due_ms, "worker": d.worker}
         run.update(outcome=what.outcome, task=what.task, detail=what.detail)
         if what.exception:
             run["exception"] = what.exception
         self._track("end", d.name, run, self.history_size, d.retries, what.counted_as)
+
+    def _count_delayed(self, d: Delivery, what: NotStarted) -> None:
+        """Count a delayed task's run the worker could not start, in the shard its marks
+        are in (:func:`~.receipts.sent_shard`), the layout checked as track.lua checks it."""
+        mark = d.task_id, d.retries
+        args = ["count", wire(d.name), "{}", 0, self.keys.events, 0, wire(what.counted_as)]
+
+        def count(layout: Layout) -> Any:
+            reply = self._track_in(sent_shard(layout, d.name), mark, args, layout, False)
+            if reply == -2:
+                raise LayoutChanged()
+            return reply
+
+        self._with_layout(count)
 
     @translated
     def not_started(self) -> dict[tuple[str, str], int]:
@@ -182,7 +183,7 @@ class RunCalls(StoreBase):
     def unmark_sending(self, name: str, task_id: str) -> None:
         """Take back :meth:`mark_sending`'s marker: the message was not sent after all."""
         key = self.shard(name).keys.running
-        marker = _record(self.client.hget(key, wire(name)))
+        marker = json_record(self.client.hget(key, wire(name)))
         if marker is not None and marker.get("task_id") == task_id and marker.get("queued"):
             self.client.hdel(key, wire(name))
 
@@ -197,14 +198,14 @@ class RunCalls(StoreBase):
             key = self.shard_scripts[index].keys.running
             raws = self.client.hmget(key, [wire(n) for n in group])
             for name, raw in zip(group, raws, strict=True):
-                marker = _record(raw)
-                if marker is not None and _ms(marker.get("until"), 0) > now_ms:
+                marker = json_record(raw)
+                if marker is not None and ms_of(marker.get("until"), 0) > now_ms:
                     found[name] = Running(
                         task_id=str(marker.get("task_id", "")),
-                        due=_time(marker.get("due")),
+                        due=time_of(marker.get("due")),
                         worker=str(marker.get("worker", "")),
-                        started=_time(marker.get("started")),
-                        until_ms=_ms(marker.get("until"), 0),
+                        started=time_of(marker.get("started")),
+                        until_ms=ms_of(marker.get("until"), 0),
                     )
         return found
 
@@ -215,86 +216,4 @@ class RunCalls(StoreBase):
         Empty unless ``redisbeat_history_size`` is set."""
         key = self.shard(name).keys.history(name)
         raw = self.client.lrange(wire(key), 0, 3 * max(self.history_size, limit) - 1)
-        return join_history([r for r in map(_record, raw) if r is not None])[:limit]
-
-
-def join_history(records: list[dict[str, Any]]) -> list[Run]:
-    """Runs from a history's records (newest first): each send with its run's outcome."""
-    outcomes: dict[str, dict[str, Any]] = {}
-    for r in records:
-        if r.get("kind") == "run":
-            outcomes.setdefault(str(r.get("task_id", "")), r)
-    runs: list[Run] = []
-    told = {str(r.get("task_id") or "") for r in records if r.get("kind") == "send"}
-    for r in records:
-        task_id = str(r.get("task_id") or "")
-        if r.get("kind") == "send":
-            runs.append(_run(r, outcomes.get(task_id) if task_id else None))
-        elif r.get("kind") == "run" and task_id not in told and outcomes.get(task_id) is r:
-            # An outcome whose send was trimmed, or came from a run the beats did not send.
-            runs.append(_run({"task_id": task_id, "due": r.get("due"), "result": "run"}, r))
-        elif r.get("kind") == "duplicate":
-            runs.append(_duplicate(r))
-    runs.sort(key=lambda run: run.sent_at or run.ended or run.due or _EPOCH, reverse=True)
-    return runs
-
-
-def _run(send: dict[str, Any], run: dict[str, Any] | None) -> Run:
-    run = run or {}
-    runtime = run.get("runtime")
-    return Run(
-        task_id=str(send.get("task_id") or ""),
-        due=_time(send.get("due")),
-        result=str(send.get("result", "")),
-        sent_at=_time(send.get("at")),
-        beat=str(send.get("beat") or ""),
-        reason=str(send.get("reason") or ""),
-        missed=int(_ms(send.get("missed"), 0)),
-        outcome=str(run["outcome"]) if run.get("outcome") else None,
-        exception=str(run["exception"]) if run.get("exception") else None,
-        started=_time(run.get("started")),
-        ended=_time(run.get("ended")),
-        runtime=runtime / 1000 if isinstance(runtime, (int, float)) else None,
-        worker=str(run.get("worker") or ""),
-        detail=str(run["detail"]) if run.get("detail") else None,
-    )
-
-
-#: How far the first copy of a run had got when a worker dropped another (a copy's reason).
-_STAGES = {"received": "already received", "started": "already running", "ended": "already ran"}
-
-
-def _duplicate(copy: dict[str, Any]) -> Run:
-    """A copy a worker dropped: a row of its own (the run's outcome stays its send's)."""
-    reason = _STAGES.get(str(copy.get("stage")), "already seen")
-    first = str(copy.get("first") or "")
-    return Run(
-        task_id=str(copy.get("task_id") or ""),
-        due=_time(copy.get("due")),
-        result="duplicate",
-        reason=f"{reason} on {first}" if first else reason,
-        outcome="duplicate",
-        ended=_time(copy.get("at")),
-        worker=str(copy.get("worker") or ""),
-    )
-
-
-_EPOCH = from_ms(0)
-
-
-def _record(raw: Any) -> dict[str, Any] | None:
-    if raw is None:
-        return None
-    try:
-        data = json.loads(text(raw))
-    except (ValueError, RecursionError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _ms(value: Any, default: int) -> int:
-    return int(value) if valid_ms(value) else default
-
-
-def _time(value: Any) -> datetime | None:
-    return from_ms(int(value)) if valid_ms(value) else None
+        return join_history([r for r in map(json_record, raw) if r is not None])[:limit]

@@ -21,3 +21,19 @@ local function mark_run(i, stage, worker, now, ttl)
   end
   mark_seen(i, stage, tag, worker, now, ttl)
 end
+-- Whether the layout this shard records (KEYS[i], a hash) is not the one the worker followed
+-- (ARGV spelled '4', or '4>8' while a reshard runs), as the prelude's layout_changed says,
+-- with HGET, which the worker's ACL grants: the worker reads the layout again rather than
+-- write where the entry (or task) no longer lives. No record: the shard never took part in
+-- a reshard.
+local function worker_layout_changed(i, believed)
+  local shards = redis.call('HGET', KEYS[i], 'shards')
+  if not shards then
+    return false
+  end
+  local moving_to = redis.call('HGET', KEYS[i], 'moving_to')
+  if moving_to then
+    shards = shards .. '>' .. moving_to
+  end
+  return shards ~= believed
+end

@@ -14,7 +14,9 @@
 -- KEYS[6] = the run's mark STRING (seen.lua): the duplicate check's, started or ended
 -- KEYS[7] = not-started HASH  "<outcome>:<task>" -> runs the workers could not start
 -- KEYS[8] = entries  HASH  name -> definition (only checked)
--- ARGV[1] = 'start' | 'end'
+-- KEYS[9] = the shard's layout HASH (only read)
+-- KEYS[10] = moving  HASH  name -> records a reshard set aside (only checked)
+-- ARGV[1] = 'start' | 'end' | 'count' (only counts a delayed task's run in KEYS[7])
 -- ARGV[2] = name
 -- ARGV[3] = the worker's record JSON (task_id, due, worker; an end adds outcome, exception,
 --           and for a run that could not start, task and detail: why, in words)
@@ -22,9 +24,24 @@
 -- ARGV[5] = pub/sub channel, to wake the beats for an occurrence that waited
 -- ARGV[6] = how long the run's mark lasts (ms; 0: the duplicate check is off)
 -- ARGV[7] = end: the field of KEYS[7] that counts this run ('': it started)
--- Returns 1, or 0 when the end found no entry (it is gone).
-local now = now_ms()
+-- ARGV[8] = the layout the worker follows ('4', or '4>8' while a reshard runs)
+-- ARGV[9] = '1': this is the entry's old shard, a reshard moving it (it must be here)
+-- Returns 1, or 0 when the end found no entry (it is gone); -2 when the layout changed (read
+-- it again), -3 when a reshard has set the entry aside (it is about to arrive in its new
+-- shard: look again), -4 when the old shard holds it no more (write in its new shard).
+-- Nothing is written then, so nothing lands where no one reads it.
+if worker_layout_changed(9, ARGV[8]) then
+  return -2
+end
 local name = ARGV[2]
+if ARGV[9] == '1' and redis.call('HEXISTS', KEYS[8], name) == 0 then
+  return redis.call('HEXISTS', KEYS[10], name) == 1 and -3 or -4
+end
+if ARGV[1] == 'count' then
+  redis.call('HINCRBY', KEYS[7], ARGV[7], 1)
+  return 1
+end
+local now = now_ms()
 local ok, run = pcall(cjson.decode, ARGV[3])
 if not ok or type(run) ~= 'table' then
   return redis.error_reply('ERR the run record is not a JSON object')
