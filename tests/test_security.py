@@ -485,6 +485,7 @@ def test_a_beat_sends_every_occurrence_with_exactly_the_documented_beat_acl(
             TEST_BEAT_SCHEDULE=json.dumps(static),
             TEST_HISTORY="1",  # a history of one run: pushed, and trimmed past three
             TEST_SUMMARY="1",  # summaries recorded: SET, and XADD + EXPIRE to the stream
+            TEST_METRICS_PORT=str(free_port()),  # the deployment's gauges read as well
         )
         beat = beats.start(1)[0]
         sent: Counter[tuple[str, int]] = Counter()
@@ -682,6 +683,37 @@ def test_a_beat_whose_user_lacks_a_permission_logs_noperm_and_sends_once_it_is_g
         command(admin, *acl_redis.users["beat"].setuser_args(acl_redis.password))
         wait_until(lambda: queue.llen("celery") > 0, 30, "the beat to send once granted")
         assert beat.process.poll() is None
+    finally:
+        queue.close()
+        store.close()
+
+
+def test_a_beat_serving_metrics_without_the_gauges_permissions_still_sends(
+    acl_redis: AclRedis, beats_for: BeatsFor
+) -> None:
+    # The gauges are for watching: a beat whose user cannot read them says so once, and
+    # sends on.
+    acl_redis.reset()
+    command(acl_redis.admin, "ACL", "SETUSER", "beat", "-zcard", "-zcount", "-hgetall")
+    store = ScheduleStore(redis.Redis(port=acl_redis.server.port, decode_responses=True))
+    store.upsert(Entry("tick", "proj.ping", Interval(1)))
+    queue = redis.Redis(port=acl_redis.server.port, db=1, decode_responses=True)
+    beat = beats_for(
+        acl_redis.server,
+        "redisbeat",
+        TEST_BROKER_URL=acl_redis.server.url(1),
+        TEST_STORE_URL=acl_redis.url("beat"),
+        TEST_METRICS_PORT=str(free_port()),
+        TEST_HEARTBEAT="0.5",  # the gauges read at every heartbeat, so several times here
+    ).start(1)[0]
+    said = "could not read the deployment's gauges for the metrics (sending goes on"
+    try:
+        wait_until(lambda: said in beat.output(), 30, "the beat to say it cannot read them")
+        sent = queue.llen("celery")
+        wait_until(lambda: queue.llen("celery") >= sent + 3, 30, "the beat to send on")
+        assert beat.output().count(said) == 1 and beat.process.poll() is None
+        line = next(x for x in beat.output().splitlines() if said in x)
+        assert "'zcard'" in line and "needs +zcard +zcount +hgetall" in line, line
     finally:
         queue.close()
         store.close()

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from ..config import Config
 from ..errors import RedisBeatError
 from ..store import ScheduleStore
-from ..store.errors import StoreError
+from ..store.errors import StoreError, StoreRefused
 from .metrics import Metrics
 from .observe import Observer
 
@@ -31,6 +31,8 @@ HOUSEKEEPING_EVERY = 10
 #: The most seconds between two reads of the deployment's gauges and the beats alive, when
 #: metrics are served or a beat_joined/beat_left receiver is connected.
 GAUGES_EVERY = 15.0
+#: What a beat serving metrics needs besides a beat's commands (docs/security.md).
+GAUGES_ACL = "; a beat that serves metrics needs +zcard +zcount +hgetall (docs/security.md)"
 
 
 class Heartbeats:
@@ -56,6 +58,7 @@ class Heartbeats:
         self._count = 0
         self._next_gauges = 0.0
         self._next_sweep = 0.0
+        self._gauges_failing = False
 
     def next_wake(self) -> float:
         """When the beat must wake next for a heartbeat (or the gauges, where read)."""
@@ -105,7 +108,22 @@ class Heartbeats:
         if now < self._next_gauges or not self.observer.serving or not self.observer.watching:
             return
         self._next_gauges = now + min(GAUGES_EVERY, self.config.heartbeat_seconds)
-        self.observer.heartbeat(self.store)
+        try:
+            self.observer.heartbeat(self.store)
+        except StoreError as exc:
+            # The gauges are for watching: a read they cannot do (a permission the beat's
+            # user lacks, say) never stops the sending. Said once, until they are read again.
+            if not self._gauges_failing:
+                log.warning(
+                    "redisbeat: could not read the deployment's gauges for the metrics "
+                    "(sending goes on; they are read again every %g s): %s%s",
+                    min(GAUGES_EVERY, self.config.heartbeat_seconds),
+                    exc,
+                    GAUGES_ACL if isinstance(exc, StoreRefused) else "",
+                )
+            self._gauges_failing = True
+            return
+        self._gauges_failing = False
 
     def _maybe_sweep(self, now: float) -> None:
         """Forget the store API's spent one-off entries now and then."""
