@@ -524,3 +524,28 @@ def test_an_entry_changed_while_its_claim_is_held_ahead_is_handed_back_to_the_ch
     assert beat.outage.failures == 0, "a claim handed back for a change is no broker trouble"
     assert client.zscore(store.keys.schedule, "held") >= now + 30_000  # as the edit put it
     assert client.hlen(store.keys.inflight) == 0
+
+
+def test_a_beat_behind_claims_only_what_is_due_until_it_has_caught_up(store, client):
+    # Waiting for an occurrence claimed ahead would hold back the backlog behind it.
+    late = [f"late{i:03d}" for i in range(230)]
+    store.upsert_many([every(name, 3600) for name in late] + [every("soon")])
+    now = store.now_ms()
+    client.zadd(store.keys.schedule, {name: now - 60_000 + i for i, name in enumerate(late)})
+    soon = now + 2000
+    client.zadd(store.keys.schedule, {"soon": soon})
+    ticks: list[list[str]] = []
+
+    def publish(entry: Entry, task_id: str, due_ms: int, now_ms: int) -> None:
+        ticks[-1].append(entry.name)
+
+    beat = dispatcher(store, publish, batch_size=100, claim_ahead_seconds=3, lease_seconds=20)
+    for _ in range(10):
+        ticks.append([])
+        delay = beat.tick()
+        if "soon" in ticks[-1]:
+            break
+        beat.wait(delay)
+    assert sorted(n for t in ticks[:-1] for n in t) == late, "the backlog first, each once"
+    assert ticks[-1] == ["soon"], "claimed ahead only once the backlog was sent"
+    assert store.now_ms() >= soon

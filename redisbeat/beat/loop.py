@@ -78,6 +78,9 @@ class Dispatcher:
         self._clock: tuple[int, float] | None = None
         #: Set when a claim failed: the earliest Redis time a claim whose reply was lost ran.
         self._lost_since: int | None = None
+        #: Whether the last claim left something due: a beat behind claims only what is due,
+        #: since waiting for an occurrence claimed ahead would hold back the backlog.
+        self._behind = False
 
     # -- the loop step ------------------------------------------------------------------------
 
@@ -128,7 +131,7 @@ class Dispatcher:
                 self.config.batch_size,
                 # A beat that cannot hear changes could not tell that an entry it holds
                 # ahead was changed meanwhile: it claims only what is due.
-                0 if self._deaf is not None else self.config.claim_ahead_ms,
+                0 if self._deaf is not None or self._behind else self.config.claim_ahead_ms,
             )
         except StoreError:
             # The claim may have run with its reply lost: hand such claims back once Redis
@@ -136,6 +139,7 @@ class Dispatcher:
             self._lost_since = min(self._lost_since or asked_ms, asked_ms)
             raise
         self._clock = (batch.now_ms, requested)
+        self._behind = batch.next_due_ms is not None and batch.next_due_ms <= batch.now_ms
         self.observer.claimed(len(batch.claims))
         outcomes: list[Outcome] = []
         # Registered before sending, so a failure mid-batch still finishes what was sent.
