@@ -34,6 +34,10 @@ STATES: dict[str, dict[str, Any] | None] = {
     "garbage counter": {**SENT, "missed": "many"},
     "garbage count": {**SENT, "total_run_count": "x"},
     "odd beat": {**SENT, "last_beat": 'a"b\\c/d'},
+    "odd task id": {**SENT, "last_task_id": 'x"y'},
+    "garbage run time": {**SENT, "last_run_at": "soon"},
+    "fractional count": {**SENT, "total_run_count": 4.5},
+    "escape after the ids": {**SENT, "note": 'a\\b"c'},
 }
 
 

@@ -28,6 +28,7 @@ local now = now_ms()
 local lease_until = now + tonumber(ARGV[2])
 -- Spelled once: a number passed to Redis or put in a record is formatted each time.
 local now_s, lease_s = tostring(now), tostring(lease_until)
+local now_json = json_ms(now_s, now)
 local batch = tonumber(ARGV[3])
 local max_ms = tonumber(ARGV[4])
 local horizon = now + (tonumber(ARGV[5]) or 0)
@@ -110,8 +111,8 @@ for i, name in ipairs(names) do
     moves[#moves + 1] = lease_s
     moves[#moves + 1] = name
     records[#records + 1] = name
-    records[#records + 1] = claim_json(json_ms(due_s, occurrence), json_ms(at_s, claimed),
-                                       beat_s, lease_s)
+    local at_json = at_s == now_s and now_json or json_ms(at_s, claimed)
+    records[#records + 1] = claim_json(json_ms(due_s, occurrence), at_json, beat_s, lease_s)
     out[#out + 1] = name
     out[#out + 1] = definitions[i]
     out[#out + 1] = occurrence

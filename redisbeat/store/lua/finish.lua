@@ -44,7 +44,12 @@ local now = now_ms()
 local beat, lease_until = ARGV[1], tonumber(ARGV[2])
 -- Spelled once: what every send's records repeat (spelled.lua).
 local now_s, beat_s = tostring(now), json_string(beat)
-local tail = claim_tail(beat_s, json_ms(ARGV[2], lease_until))
+local lease_s = json_ms(ARGV[2], lease_until)
+local tail = claim_tail(beat_s, lease_s)
+-- Whether a score (as ZMSCORE spells it) is this claim's lease: most are spelled alike.
+local function holds_lease(s)
+  return s == lease_s or tonumber(s) == lease_until
+end
 local quarantine_after = tonumber(ARGV[4])
 local finished = 0
 local released = 0
@@ -87,8 +92,8 @@ end
 local unvouched = {}
 for _, name in ipairs(recorded) do
   local raw = copies[2][name]
-  if failed[name] or tonumber(copies[1][name]) ~= lease_until or not raw
-      or string.sub(raw, -#tail) ~= tail then
+  if failed[name] or not holds_lease(copies[1][name]) or not raw
+      or not ends_with(raw, tail) then
     unvouched[#unvouched + 1] = name
   else
     copies[4][name] = true
@@ -190,7 +195,7 @@ local function tell(name, action, due, task_id, why, missed, paused)
 end
 
 -- A send recorded in the state; returns how many occurrences a pause it ends held back.
-local function record_send(name, due, task_id, limit, moved, due_s)
+local function record_send(name, due_s, task_id, limit, moved)
   local plain = string.find(due_s, '^%d+$')
     and sent_state(states[name], due_s, now_s, json_string(task_id), beat_s, limit)
   if plain then
@@ -209,7 +214,7 @@ local function record_send(name, due, task_id, limit, moved, due_s)
   end
   state.failures = nil
   state.last_error = nil
-  state.last_run_at = due
+  state.last_run_at = tonumber(due_s)
   state.last_sent_at = now
   state.total_run_count = (tonumber(state.total_run_count) or 0) + 1
   state.last_task_id = task_id
@@ -227,13 +232,14 @@ end
 
 for i = FIRST, #ARGV, EACH do
   local name, action, next_due, task_id = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local due, limit = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 6])
+  -- The due time stays a string unless an outcome needs its number (most sends don't).
+  local due_s, limit = ARGV[i + 4], tonumber(ARGV[i + 6])
   local why, missed = ARGV[i + 5], tonumber(ARGV[i + 7])
   local moved = false -- whether this claim put the entry at its next due time
   local raw = inflight[name]
   -- A hand-back or a deferral reads its claim's times: only then is the claim decoded.
   local claim, mine = nil, raw and action ~= 'release' and action ~= 'defer'
-    and string.sub(raw, -#tail) == tail
+    and ends_with(raw, tail)
   if not mine then
     claim = record(raw)
     mine = claim ~= nil and claim.beat == beat and tonumber(claim.lease_until) == lease_until
@@ -241,7 +247,7 @@ for i = FIRST, #ARGV, EACH do
   if mine then
     finished = finished + 1
     change(2, name, false)
-    local untouched = tonumber(score[name]) == lease_until
+    local untouched = holds_lease(score[name])
     if action == 'release' then
       if untouched then
         move(name, claim.due)
@@ -263,7 +269,7 @@ for i = FIRST, #ARGV, EACH do
           spent[#spent + 1] = name
         else
           -- As the beat spelled it: Redis takes the string as it is.
-          move(name, tonumber(next_due) and next_due)
+          move(name, (string.find(next_due, '^%d+$') or tonumber(next_due)) and next_due)
           moved = true
         end
       end
@@ -271,16 +277,16 @@ for i = FIRST, #ARGV, EACH do
   end
   -- A failure counts once: a claim taken over meanwhile is the other beat's to count.
   if action == 'failed' and mine and entries[name] then
-    record_failure(name, due, why)
+    record_failure(name, tonumber(due_s), why)
   end
   local paused = nil
   if action == 'sent' and entries[name] then
-    paused = record_send(name, due, task_id, limit, moved, ARGV[i + 4])
+    paused = record_send(name, due_s, task_id, limit, moved)
   end
   -- Most sends have nothing to tell: no history, nothing missed or skipped.
   if (history_size > 0 or paused or missed or (action == 'skipped' and why ~= ''))
       and action ~= 'release' and action ~= 'defer' and (mine or action == 'sent') then
-    tell(name, action, due, task_id, why, missed, paused)
+    tell(name, action, tonumber(due_s), task_id, why, missed, paused)
   end
 end
 

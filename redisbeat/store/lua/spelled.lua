@@ -29,6 +29,10 @@ end
 local function claim_tail(beat, lease)
   return ',"beat":' .. beat .. ',"lease_until":' .. lease .. '}'
 end
+-- Whether ``s`` ends with ``tail``, compared in place (string.sub would make a string).
+local function ends_with(s, tail)
+  return #s >= #tail and string.find(s, tail, #s - #tail + 1, true) ~= nil
+end
 
 -- A run state: what every send writes first, then the rest of the fields.
 local NUMBER = '[%d%.e%+%-]+'
