@@ -35,7 +35,7 @@ local function ends_with(s, tail)
 end
 
 -- A run state: what every send writes first, then the rest of the fields.
-local NUMBER = '[%d%.e%+%-]+'
+local NUMBER = '%d+'
 local STATE_HEAD = '^{"last_run_at":' .. NUMBER .. ',"last_sent_at":' .. NUMBER
   .. ',"total_run_count":(%d+),"last_task_id":"[^"\\]*","last_beat":"[^"\\]*"(.*)$'
 -- The fields a send changes besides those it writes first: their presence needs the decoding
