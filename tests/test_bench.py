@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -315,3 +316,20 @@ def test_the_idle_and_failover_targets_are_the_issues() -> None:
     assert met["idle <= 0.1 commands/s per beat"] == "NO"
     assert met["failover after kill -9 <= 5 s"] == "NO"
     assert met["backlog: every delayed task sent exactly once"] == "n/a"
+
+
+def test_the_scripts_profile_measures_the_claim_and_the_finish_of_full_batches(capsys) -> None:
+    from benchmarks import profile_scripts
+
+    assert profile_scripts.main(["--entries", "300", "--batch", "20", "--batches", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "200 fires in batches of 20, 300 entries stored" in out
+    for phase in profile_scripts.PHASES:
+        assert re.search(rf"^{phase} +Redis CPU +[\d.]+ µs per fire$", out, re.M), out
+
+
+def test_the_scripts_profile_refuses_batches_it_could_not_fill() -> None:
+    from benchmarks import profile_scripts
+
+    with pytest.raises(SystemExit, match="every claim is a full batch"):
+        profile_scripts.main(["--entries", "100", "--batch", "20", "--batches", "10"])
