@@ -91,8 +91,11 @@ def _count_run(task_id: str, worker: str) -> None:
 
         _runs = redis.Redis.from_url(os.environ["TEST_RUNS_URL"])
     key = os.environ.get("TEST_RUNS_KEY", "test:runs")
-    _runs.hincrby(key, task_id, 1)
-    _runs.hset(f"{key}:on", task_id, worker)
+    # Both at once (MULTI): a test that sees the count also sees the worker.
+    with _runs.pipeline() as both:
+        both.hincrby(key, task_id, 1)
+        both.hset(f"{key}:on", task_id, worker)
+        both.execute()
 
 
 @worker_ready.connect
