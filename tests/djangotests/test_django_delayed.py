@@ -195,7 +195,8 @@ def test_calls_left_by_a_process_that_died_are_pushed_by_a_beat_start_and_the_ta
     _beat_started(sender=Service(app, scheduler_cls="redisbeat.RedisScheduler"))
     wait_until(lambda: rb_store.get_delayed("first") is not None, 20, "pushed at beat start")
     wait_until(lambda: not DelayedCall.objects.exists(), 20, "the outbox emptied")
-    # The beat start's sync pushes the outbox too: done, so only the task finds "second".
+    # The beat start's push reads the outbox until it is empty: once it has ended, only the
+    # task can find "second".
     busy = {"redisbeat-django-sync", f"redisbeat-django-{outbox.retrier.name}"}
     wait_until(lambda: not busy & {t.name for t in threading.enumerate()}, 20, "the start's work")
     left_behind("second")
