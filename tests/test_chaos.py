@@ -255,3 +255,35 @@ def test_the_quiet_lateness_bound_grows_as_the_hosts_cores_are_oversubscribed() 
     # The table says how loaded the host was, so a figure from a busy host reads as one.
     table = markdown_table([Outcome(v, [], load=(1.25, 6.5))])
     assert "| 1.2 to 6.5 | pass |" in table
+
+
+def test_a_takeover_caught_by_the_next_fault_may_be_a_lease_later_and_no_more() -> None:
+    """A beat killed holding a claim: another takes it over a lease later. When a second
+    fault catches that beat holding the takeover before it sends, the occurrence waits out a
+    second lease; a fault that began after it arrived, or alone, allows no such thing."""
+    lease = int(SETTINGS.lease_seconds * 1000)
+    timeline = history(every("a", 30))
+    late = [sent("a", T0, T0 + 2 * lease + 3000)]
+
+    def problems(fault_starts: list[int]) -> list[str]:
+        v = judge(
+            "t",
+            PREFIX,
+            timeline,
+            late,
+            window=(T0, T0 + 4000),
+            slack_ms=500,
+            fault_starts=fault_starts,
+            lease_ms=lease,
+        )
+        return rules(v, SCENARIOS["kill -9 beat"], SETTINGS)
+
+    assert problems([T0 - 100, T0 + lease + 20]) == []
+    bound = lease + 4000
+    too_late = (
+        f"an occurrence arrived {2 * lease + 3000} ms late, less a lease for each further "
+        f"fault it waited through (bound {bound} ms)"
+    )
+    assert problems([T0 - 100]) == [too_late]
+    assert problems([T0 - 100, T0 + 2 * lease + 3001]) == [too_late]
+    assert problems([T0 - lease - 1, T0 + lease]) == [too_late]

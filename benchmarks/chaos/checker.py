@@ -129,6 +129,10 @@ class Verdict:
     late_p50_ms: int
     late_p99_ms: int
     late_max_ms: int
+    #: The largest lateness less a lease for each fault after the first that began while
+    #: its occurrence waited (from a lease before it was due until it arrived): a takeover
+    #: caught by the next fault before it sent waits out a second lease.
+    late_after_faults_ms: int = 0
     #: Entries whose last acknowledged write the store lost (the rest is not judged for them).
     writes_lost: int = 0
     #: With a worker (the hook on), by the task's own count: the task ids delivered that
@@ -156,13 +160,17 @@ def judge(
     ignore: frozenset[str] = frozenset(),
     outages: Sequence[tuple[int, int]] = (),
     claim_ahead_ms: int = 0,
+    fault_starts: Sequence[int] = (),
+    lease_ms: int = 0,
 ) -> Verdict:
     """Compare what was due in ``window`` (Redis ms) with what arrived.
 
     An occurrence is *covered* when it was delivered, or when it fell due during one of the
     ``outages`` (a fault, widened by a lease either side) and a later occurrence of the same
     entry was delivered: a late claim sends the last occurrence due and coalesces the ones
-    before it. Anywhere else, a skipped occurrence is missed. Around
+    before it. Anywhere else, a skipped occurrence is missed. Each fault in ``fault_starts``
+    (ms) after the first that began while an occurrence waited may add a ``lease_ms`` to
+    its lateness (``late_after_faults_ms`` takes it off). Around
     every write (``slack_ms`` either side) an occurrence may or may not be sent. A delivery
     whose task id is no occurrence of its entry is a repeat under another id (or an
     occurrence invented out of thin air): always a defect. A beat claims up to
@@ -215,10 +223,13 @@ def judge(
 
     lateness: list[int] = []
     early = 0
+    after_faults = 0
     for task_id, d in first.items():
         due = allowed[d.entry][task_id]
         lateness.append(d.arrived_ms - due)
         early = min(early, d.arrived_ms - due)
+        waited_through = sum(due - lease_ms <= s <= d.arrived_ms for s in fault_starts)
+        after_faults = max(after_faults, d.arrived_ms - due - lease_ms * max(0, waited_through - 1))
     sent_by_entry: dict[str, list[tuple[int, int]]] = defaultdict(list)  # (due, arrived)
     for task_id, d in first.items():
         sent_by_entry[d.entry].append((allowed[d.entry][task_id], d.arrived_ms))
@@ -253,6 +264,7 @@ def judge(
         late_p50_ms=_percentile(lateness, 0.50),
         late_p99_ms=_percentile(lateness, 0.99),
         late_max_ms=lateness[-1] if lateness else 0,
+        late_after_faults_ms=after_faults,
         missed_examples=sorted(missed)[:10],
         other_id_examples=[f"{d.entry}:{d.task_id}@{d.arrived_ms}" for d in other[:10]],
     )

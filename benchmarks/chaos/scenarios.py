@@ -153,6 +153,8 @@ class Injected:
 
     faults: list[str] = field(default_factory=list)
     outages: list[tuple[int, int]] = field(default_factory=list)
+    #: When each fault began (ms).
+    starts: list[int] = field(default_factory=list)
     killed: set[int] = field(default_factory=set)
 
 
@@ -270,6 +272,7 @@ def _inject(
                 ended = time.time_ns() // 1_000_000
                 outage = (began - lease_ms, ended + lease_ms + FAULT_LATE_MARGIN_MS)
                 injected.outages.append(outage)
+                injected.starts.append(began)
                 injected.killed |= {i for i in slots_before if i not in cluster.slots}
     finally:
         stop_edits.set()
@@ -302,6 +305,8 @@ def _judging(
             ignore=lost,
             outages=injected.outages,
             claim_ahead_ms=int(DEFAULTS["claim_ahead_seconds"] * 1000),
+            fault_starts=injected.starts,
+            lease_ms=int(settings.lease_seconds * 1000),
         )
 
     return verdict
