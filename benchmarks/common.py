@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import redis
 
@@ -31,6 +31,9 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+Popper = TypeVar("Popper", bound="QueuePopper")
+
+
 class QueuePopper:
     """Pops the broker queue in a thread and stamps each message with its arrival time;
     ``forward_to``: pushes each onto that queue too, for a worker to consume."""
@@ -44,7 +47,7 @@ class QueuePopper:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="queue-popper", daemon=True)
 
-    def start(self) -> QueuePopper:
+    def start(self: Popper) -> Popper:
         self._thread.start()
         return self
 
@@ -55,8 +58,9 @@ class QueuePopper:
             popped = self.client.blpop([self.queue], timeout=0.2)
             if popped is None:
                 continue
-            self.raw.append((now_ms(), popped[1]))
-            self._forward([popped[1]])
+            raw = cast(bytes, popped[1])  # the client does not decode replies
+            self.raw.append((now_ms(), raw))
+            self._forward([raw])
             while more := self.client.lpop(self.queue, 500):
                 arrived = now_ms()
                 self.raw += [(arrived, raw) for raw in cast(list[bytes], more)]

@@ -12,6 +12,7 @@ project of the tests (:mod:`redisbeat_testkit.djangosite`); prints a table.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import statistics
@@ -74,8 +75,7 @@ def run(args: argparse.Namespace, workdir: Path, server: Any) -> None:
     from redisbeat_django.models import PeriodicTask
     from redisbeat_testkit.djangosite.celery_app import app
 
-    app.conf.redisbeat_redis_url = server.url()
-    app.conf.broker_url = server.url()
+    app.conf.update(redisbeat_redis_url=server.url(), broker_url=server.url())
     call_command("migrate", verbosity=0)
     store = get_store()
     rows: list[tuple[str, str]] = []
@@ -133,7 +133,7 @@ def run(args: argparse.Namespace, workdir: Path, server: Any) -> None:
             before = redis_calls(rclient)
             client.get(url)
             commands = redis_calls(rclient) - before - 1  # INFO itself
-        times = timed(lambda url=url: client.get(url), args.requests)
+        times = timed(functools.partial(client.get, url), args.requests)
         rows.append(
             (
                 label,

@@ -7,7 +7,7 @@ import random
 import time
 from pathlib import Path
 
-from redis.cluster import key_slot
+from redis.crc import key_slot
 
 from redisbeat.store.keys import Keys
 from redisbeat_testkit.cluster import ClusterRig

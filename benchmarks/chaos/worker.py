@@ -47,7 +47,8 @@ class ChaosWorker:
         return self
 
     def runs(self) -> dict[str, int]:
-        return {task_id: int(n) for task_id, n in self.runs_client.hgetall(RUNS_KEY).items()}
+        runs = self.runs_client.hgetall(RUNS_KEY)
+        return {str(task_id): int(n) for task_id, n in runs.items()}
 
     def drain(self, deliveries: list[Delivery], seconds: float) -> None:
         """Wait (at most ``seconds``) until the worker received everything it was given (a

@@ -12,7 +12,7 @@ import time
 from array import array
 from collections import Counter
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, cast
 
 QUEUE = "celery"
 POP = 500
@@ -45,9 +45,9 @@ def consume(url: str, stop: Any, out: Connection) -> None:
         popped = client.blpop([QUEUE], timeout=0.2)
         if popped is None:
             continue
-        note([popped[1]])
+        note([cast(bytes, popped[1])])  # the client does not decode replies
         while raws := client.lpop(QUEUE, POP):
-            note(raws)  # type: ignore[arg-type]
+            note(cast(list[bytes], raws))
     while raws := client.lpop(QUEUE, POP):
         note(raws)  # type: ignore[arg-type]
     out.send((arrived, due, traced))
@@ -68,7 +68,7 @@ class RoundTrips:
     def install(self) -> None:
         from redis.connection import AbstractConnection
 
-        original = AbstractConnection.send_packed_command
+        original: Any = AbstractConnection.send_packed_command
         counts, thread = self.counts, self._thread
 
         def counted(conn: Any, command: Any, check_health: bool = True) -> None:

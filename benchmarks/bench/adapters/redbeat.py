@@ -49,7 +49,8 @@ class RedbeatAdapter(Adapter):
         from redbeat.schedulers import get_redis
 
         assert self.app is not None, "setup() first"
-        return get_redis(self.app)
+        client: redis.Redis = get_redis(self.app)
+        return client
 
     def entry(self, spec: Spec) -> Any:
         """The RedBeat entry, its last run one period before its first occurrence."""
