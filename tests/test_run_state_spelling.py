@@ -54,10 +54,17 @@ def spelled(state: dict[str, Any] | None, hot_first: bool) -> str | None:
 
 
 def send_once(
-    store: ScheduleStore, client: redis.Redis, raw: str | None, task_id: str, beat: str
+    store: ScheduleStore,
+    client: redis.Redis,
+    raw: str | None,
+    task_id: str,
+    beat: str,
+    missed: int = 0,
+    why: str = "",
 ) -> tuple[dict[str, Any], dict[str, str], str]:
-    """One claim and its 'sent' finish of entry ``e`` over the stored ``raw`` run state:
-    the state after it, the problems reported, and the state as stored."""
+    """One claim and its 'sent' finish of entry ``e`` over the stored ``raw`` run state (the
+    send found ``missed`` occurrences missed before it, for ``why``): the state after it, the
+    problems reported, and the state as stored."""
     store.upsert(Entry("e", "proj.ping", Interval(60)))
     client.hdel(store.keys.state, "e")
     if raw is not None:
@@ -65,7 +72,9 @@ def send_once(
     client.zadd(store.keys.schedule, {"e": store.now_ms() - 5})
     batch = store.claim(beat, 30_000, 10)
     [claim] = batch.claims
-    outcome = Outcome("e", "sent", claim.due_ms, claim.due_ms + 60_000, task_id)
+    outcome = Outcome(
+        "e", "sent", claim.due_ms, claim.due_ms + 60_000, task_id, error=why, missed=missed
+    )
     result = store.finish(beat, batch.lease_until_ms, [outcome])
     assert result.finished == 1
     stored = client.hget(store.keys.state, "e")
@@ -101,3 +110,42 @@ def test_a_send_counts_on_from_the_state_it_found(store, client):
     for expected in (1, 2, 3):
         state, problems, _ = send_once(store, client, client.hget(store.keys.state, "e"), "t", "b")
         assert state["total_run_count"] == expected and problems == {}
+
+
+@pytest.mark.parametrize("case", sorted(STATES))
+@pytest.mark.parametrize("why", ["late", 'odd "reason"'])
+def test_a_send_that_found_occurrences_missed_counts_them_whichever_way_it_was_spelled(
+    store, client, case, why
+):
+    """A beat behind schedule counts missed occurrences at nearly every send: the count sits
+    right after the fields every send writes, and is added to without decoding the state."""
+    fast, fast_problems, stored = send_once(
+        store, client, spelled(STATES[case], True), "tid-1", "host:1:ab", 2, why
+    )
+    slow, slow_problems, _ = send_once(
+        store, client, spelled(STATES[case], False), "tid-1", "host:1:ab", 2, why
+    )
+    assert fast_problems == slow_problems
+    assert fast == slow
+    before = STATES[case] or {}
+    counted = before.get("missed") if isinstance(before.get("missed"), int) else 0
+    held = before["paused"]["missed"] if "paused" in before else 0  # a pause that ended
+    assert fast["missed"] == counted + held + 2
+    assert fast["last_missed"] == {
+        "at": "this send's",
+        "due": "this send's",
+        "count": 2,
+        "reason": why,
+    }
+    if why == "late":  # spelled for the next send to add to without decoding
+        assert list(json.loads(stored))[: len(HOT) + 2] == [*HOT, "missed", "last_missed"]
+
+
+def test_missed_occurrences_add_up_send_after_send(store, client):
+    for missed, total, last in ((3, 3, 3), (0, 3, 3), (2, 5, 2), (1, 6, 1)):
+        raw = client.hget(store.keys.state, "e")
+        state, problems, _ = send_once(
+            store, client, raw, "t", "b", missed, "late" if missed else ""
+        )
+        assert problems == {} and state["missed"] == total
+        assert state["last_missed"]["count"] == last

@@ -173,7 +173,7 @@ local function count(name, due, field, n, reason)
   state['last_' .. field] = {at = now, due = due, count = n, reason = reason}
   change(3, name, state_json(state))
 end
-local function tell(name, action, due, task_id, why, missed, paused)
+local function tell(name, action, due, task_id, why, missed, paused, counted)
   if not entries[name] then
     return
   end
@@ -182,7 +182,7 @@ local function tell(name, action, due, task_id, why, missed, paused)
     paused_missed[#paused_missed + 1] = name
     paused_missed[#paused_missed + 1] = paused
   end
-  if missed or (action == 'skipped' and why ~= '') then
+  if (missed and not counted) or (action == 'skipped' and why ~= '') then
     count(name, due, missed and 'missed' or 'skipped', missed or 1, why)
   end
   if history_size > 0 then
@@ -194,13 +194,20 @@ local function tell(name, action, due, task_id, why, missed, paused)
   end
 end
 
--- A send recorded in the state; returns how many occurrences a pause it ends held back.
-local function record_send(name, due_s, task_id, limit, moved)
-  local plain = string.find(due_s, '^%d+$')
-    and sent_state(states[name], due_s, now_s, json_string(task_id), beat_s, limit)
+-- A send recorded in the state (with the occurrences it found missed, ``missed_s`` as the
+-- beat spelled them, where the state can be rewritten without decoding it); returns how many
+-- occurrences a pause it ends held back, and whether the missed ones were counted.
+local function record_send(name, due_s, task_id, limit, moved, missed_s, why)
+  if missed_s == '' then
+    missed_s = nil
+  elseif not string.find(missed_s, '^%d+$') then
+    missed_s = false
+  end
+  local plain = string.find(due_s, '^%d+$') and missed_s ~= false
+    and sent_state(states[name], due_s, now_s, json_string(task_id), beat_s, limit, missed_s, why)
   if plain then
     change(3, name, plain)
-    return nil
+    return nil, missed_s ~= nil
   end
   local state = load_state(name)
   local paused = nil
@@ -227,7 +234,7 @@ local function record_send(name, due_s, task_id, limit, moved)
     end
   end
   change(3, name, state_json(state))
-  return paused and paused > 0 and paused or nil
+  return paused and paused > 0 and paused or nil, false
 end
 
 for i = FIRST, #ARGV, EACH do
@@ -279,14 +286,16 @@ for i = FIRST, #ARGV, EACH do
   if action == 'failed' and mine and entries[name] then
     record_failure(name, tonumber(due_s), why)
   end
-  local paused = nil
+  local paused, counted = nil, false
   if action == 'sent' and entries[name] then
-    paused = record_send(name, due_s, task_id, limit, moved)
+    paused, counted = record_send(name, due_s, task_id, limit, moved, ARGV[i + 7], why)
   end
-  -- Most sends have nothing to tell: no history, nothing missed or skipped.
-  if (history_size > 0 or paused or missed or (action == 'skipped' and why ~= ''))
+  -- Most sends have nothing to tell: no history, nothing missed (or counted already) or
+  -- skipped.
+  if (history_size > 0 or paused or (missed and not counted)
+      or (action == 'skipped' and why ~= ''))
       and action ~= 'release' and action ~= 'defer' and (mine or action == 'sent') then
-    tell(name, action, tonumber(due_s), task_id, why, missed, paused)
+    tell(name, action, tonumber(due_s), task_id, why, missed, paused, counted)
   end
 end
 

@@ -34,10 +34,40 @@ local function ends_with(s, tail)
   return #s >= #tail and string.find(s, tail, #s - #tail + 1, true) ~= nil
 end
 
--- A run state: what every send writes first, then the rest of the fields.
+-- A run state: what every send writes first, then (when there is one) the count of missed
+-- occurrences, then the rest of the fields.
 local NUMBER = '%d+'
 local STATE_HEAD = '^{"last_run_at":' .. NUMBER .. ',"last_sent_at":' .. NUMBER
   .. ',"total_run_count":(%d+),"last_task_id":"[^"\\]*","last_beat":"[^"\\]*"(.*)$'
+-- A beat behind schedule counts missed occurrences at nearly every send: the count comes
+-- right after what every send writes, so the finish adds to it by matching strings too.
+local MISSED_HEAD = '^,"missed":(%d+),"last_missed":{"at":%d+,"due":%d+,"count":%d+,'
+  .. '"reason":"[^"\\]*"}(.*)$'
+
+-- A whole number of milliseconds (or a count) as cjson spells it; nil for any other value.
+local function whole(n)
+  if type(n) == 'number' and n >= 0 and n < 1e14 and n == math.floor(n) then
+    return tostring(n)
+  end
+  return nil
+end
+-- The missed count and its last event, spelled; nil unless each part has the type and the
+-- characters that spelling takes (any other is written by cjson, among the rest).
+local function missed_block(total, at, due, count, reason)
+  total, at, due, count = whole(total), whole(at), whole(due), whole(count)
+  if not (total and at and due and count) or type(reason) ~= 'string'
+      or not string.find(reason, '^[%w%-%.:_@ ]*$') then
+    return nil
+  end
+  return ',"missed":' .. total .. ',"last_missed":{"at":' .. at .. ',"due":' .. due
+    .. ',"count":' .. count .. ',"reason":"' .. reason .. '"}'
+end
+-- Whether the counter ``field`` (spelled '"name":') in ``rest`` is absent or a number.
+local function counter(rest, field)
+  local at = string.find(rest, field, 1, true)
+  local digit = at and string.byte(rest, at + #field)
+  return not at or (digit ~= nil and digit >= 48 and digit <= 57)
+end
 -- The fields a send changes besides those it writes first: their presence needs the decoding
 -- path, as do counters that are not numbers (reported there).
 local CHANGED_BY_A_SEND = {'"paused":', '"unsent":', '"failures":', '"last_error":', '"stopped":'}
@@ -49,21 +79,54 @@ local function state_json(state)
       or type(task) ~= 'string' or type(by) ~= 'string' then
     return cjson.encode(state)
   end
+  local missed, last = state.missed, state.last_missed
+  local block = nil
+  if type(last) == 'table' then
+    local fields = 0
+    for _ in pairs(last) do
+      fields = fields + 1
+    end
+    block = fields == 4 and missed_block(missed, last.at, last.due, last.count, last.reason)
+  end
   state.last_run_at, state.last_sent_at, state.total_run_count = nil, nil, nil
   state.last_task_id, state.last_beat = nil, nil
+  if block then
+    state.missed, state.last_missed = nil, nil
+  end
   local rest = cjson.encode(state)
   state.last_run_at, state.last_sent_at, state.total_run_count = run, sent, count
   state.last_task_id, state.last_beat = task, by
+  state.missed, state.last_missed = missed, last
   rest = rest == '{}' and '}' or ',' .. string.sub(rest, 2)
   return '{"last_run_at":' .. tostring(run) .. ',"last_sent_at":' .. tostring(sent)
     .. ',"total_run_count":' .. tostring(count) .. ',"last_task_id":' .. json_string(task)
-    .. ',"last_beat":' .. json_string(by) .. rest
+    .. ',"last_beat":' .. json_string(by) .. (block or '') .. rest
+end
+
+-- The rest of a run state after a send that found ``missed`` (a count, spelled) occurrences
+-- missed before it, for ``why``; nil when it needs the decoding path.
+local function missed_rest(rest, missed, now, due, why)
+  local total, after = string.match(rest, MISSED_HEAD)
+  if total then
+    total = tonumber(total)
+  elseif string.find(rest, '"missed":', 1, true) or string.find(rest, '"last_missed":', 1, true) then
+    return nil -- counted before, and spelled otherwise
+  else
+    total, after = 0, rest
+  end
+  total = total + tonumber(missed)
+  if total >= 1e14 or not string.find(why, '^[%w%-%.:_@ ]*$') then
+    return nil
+  end
+  return ',"missed":' .. total .. ',"last_missed":{"at":' .. now .. ',"due":' .. due
+    .. ',"count":' .. missed .. ',"reason":"' .. why .. '"}' .. after
 end
 
 -- The run state after a plain send (no pause, failure or stop to clear, no max_runs
 -- reached), from the stored one (false: none) without decoding it; nil when it needs the
--- decoding path. ``due``, ``now``, ``task`` and ``beat`` are spelled already.
-local function sent_state(raw, due, now, task, beat, limit)
+-- decoding path. ``due``, ``now``, ``task`` and ``beat`` are spelled already, as is
+-- ``missed`` (nil: none), the occurrences it found missed before it (for ``why``).
+local function sent_state(raw, due, now, task, beat, limit, missed, why)
   local count, rest = 0, '}'
   if raw then
     count, rest = string.match(raw, STATE_HEAD)
@@ -76,7 +139,7 @@ local function sent_state(raw, due, now, task, beat, limit)
           return nil
         end
       end
-      if string.find(rest, '"missed":[^%d]') or string.find(rest, '"skipped":[^%d]') then
+      if not counter(rest, '"missed":') or not counter(rest, '"skipped":') then
         return nil
       end
     end
@@ -85,6 +148,12 @@ local function sent_state(raw, due, now, task, beat, limit)
   count = count + 1
   if limit and count >= limit then
     return nil
+  end
+  if missed then
+    rest = missed_rest(rest, missed, now, due, why)
+    if not rest then
+      return nil
+    end
   end
   return '{"last_run_at":' .. due .. ',"last_sent_at":' .. now .. ',"total_run_count":'
     .. count .. ',"last_task_id":' .. task .. ',"last_beat":' .. beat .. rest
