@@ -12,6 +12,7 @@ from celery import Celery
 from redisbeat import Entry, Interval, ScheduleStore
 from redisbeat.config import Config
 from redisbeat.errors import ConfigurationError
+from redisbeat.store.beats import MIN_SHARE
 from redisbeat.store.keys import Keys, shard_of
 from redisbeat.store.records import Outcome
 from redisbeat.store.scripts import CLAIM, FINISH
@@ -235,3 +236,46 @@ def test_one_claim_takes_what_falls_due_soon_on_every_shard_in_one_round_trip(
     for name in names[:11]:
         assert store.client.zscore(store.shard(name).keys.schedule, name) == dues[name] + 60_000
         assert not store.client.hexists(store.shard(name).keys.inflight, name)
+
+
+def test_a_beat_behind_on_many_shards_claims_fuller_batches_from_the_soonest_due_first(
+    redis_server: RedisServer, prefix: str, sharded_stores: Any
+):
+    """Each shard's claim costs Redis a fixed part: a batch shared among every shard behind
+    would be a few claims each. After a full claim the next asks at most batch / MIN_SHARE
+    shards, those due soonest; every occurrence is claimed once, each shard's in due order."""
+    store = sharded_stores(redis_server.url(), prefix, 12)
+    names = [f"e{i}" for i in range(2400)]
+    store.upsert_many(every(name) for name in names)
+    now = store.now_ms()
+    remaining: dict[int, list[str]] = {}
+    for name in names:
+        remaining.setdefault(store.shard(name).keys.shard, []).append(name)
+    assert len(remaining) == 12
+    # Every entry overdue, each shard's an hour later than the one before.
+    dues = {}
+    pipe = store.client.pipeline(transaction=False)
+    for rank, shard in enumerate(sorted(remaining)):
+        for i, name in enumerate(remaining[shard]):
+            dues[name] = now - 3_600_000 * (12 - rank) + i
+            pipe.zadd(store.shard(name).keys.schedule, {name: dues[name]})
+    pipe.execute()
+    batch_size, full, narrowed = 4 * MIN_SHARE, False, 0
+    for _ in range(100):
+        if not any(remaining.values()):
+            break
+        heads = sorted((dues[left[0]], shard) for shard, left in remaining.items() if left)
+        batch = store.claim("beat-1", 60 * SECOND, batch_size)
+        taken: dict[int, list[str]] = {}
+        for claim in batch.claims:
+            taken.setdefault(store.shard(claim.name).keys.shard, []).append(claim.name)
+        if full:
+            soonest = {shard for _, shard in heads[: batch_size // MIN_SHARE]}
+            assert set(taken) <= soonest, f"claimed from {set(taken)}, due soonest {soonest}"
+            narrowed += 1
+        for shard, claimed in taken.items():
+            assert claimed == remaining[shard][: len(claimed)]  # once each, in due order
+            del remaining[shard][: len(claimed)]
+        full = len(batch.claims) >= batch_size
+    assert not any(remaining.values()), "the claims stopped taking what is due"
+    assert narrowed >= 5

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -21,6 +22,7 @@ from redisbeat import (
     OwnershipError,
     ScheduleStore,
 )
+from redisbeat.store.scripts import Upsert
 
 UTC = timezone.utc
 
@@ -67,6 +69,34 @@ def test_an_edit_of_the_schedule_reschedules(store, client):
     store.upsert(entry())
     store.upsert(entry(schedule=timedelta(hours=5)))
     assert score(client, store, "e") > store.now_ms() + 4 * 3600_000
+
+
+def test_an_edit_made_while_an_occurrence_is_claimed_starts_after_that_occurrence(store, client):
+    # Every 2 s, then every 1 s, both on the epoch's grid: the occurrence claimed ahead is on
+    # the new grid too, and its beat sends it; the new timing must not make it due again.
+    store.upsert(entry(schedule=Interval(2, relative=True)))
+    (claim,) = store.claim("beat", 30_000, 10, ahead_ms=2_500).claims
+    assert claim.due_ms > store.now_ms()
+    store.upsert(entry(schedule=Interval(1, relative=True)))
+    assert score(client, store, "e") == claim.due_ms + 1_000
+    store.upsert(entry(schedule=Interval(1, relative=True), args=[1]))  # the timing kept
+    assert score(client, store, "e") == claim.due_ms + 1_000
+
+
+def test_a_change_of_timing_is_refused_when_the_score_moved_since_it_was_read(store, client):
+    # A beat claims (or finishes) between an editor's read and its write: the due time the
+    # editor worked out did not know that claim, so the script has it read again.
+    store.upsert(entry())
+    read = score(client, store, "e")
+    shard = store.shard_scripts[0]
+    stored = client.hget(store.keys.entries, "e")
+    new = entry(schedule=timedelta(seconds=5)).dumps()
+    change = Upsert("e", stored, new, 1, False, "api", "api")
+    layout = store.layout.spelled
+    client.zadd(store.keys.schedule, {"e": read + 1})
+    assert shard.upsert([replace(change, score=repr(read))], layout) == [-1]
+    assert shard.upsert([replace(change, score=repr(read + 1))], layout) == [1]
+    assert score(client, store, "e") == 1
 
 
 def test_start_at_is_the_first_occurrence_and_anchors_an_interval(store, client):

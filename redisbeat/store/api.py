@@ -31,6 +31,7 @@ from .moving import placed
 from .pausing import Hold, PauseCalls
 from .receipts import ReceiptCalls
 from .records import SyncReport, text_or_none, wire
+from .run_state import claimed_due
 from .runs import RunCalls
 from .scripts import Scripts, Upsert
 from .shards import Layout
@@ -131,17 +132,23 @@ class ScheduleStore(
         kept in ``results`` as it is known."""
         pending = {e.name: self.with_defaults(e) for e in chunk}
         for _ in range(MAX_CAS_ATTEMPTS):
-            now_ms, olds, scores, states = self._read_for_write(shard.keys, list(pending))
+            now_ms, olds, scores, states, claims = self._read_for_write(shard.keys, list(pending))
             writes: list[Upsert] = []
-            for name, old_raw, score, state in zip(pending, olds, scores, states, strict=True):
+            for name, old_raw, score, state, claim in zip(
+                pending, olds, scores, states, claims, strict=True
+            ):
                 entry = pending[name]
                 outcome = self._plan(entry, old_raw, score, force=force, foreign=foreign)
                 if isinstance(outcome, str):
                     results[name] = outcome
                     continue
                 hold = Hold.of(text_or_none(state), now_ms)
-                due = hold.due(entry, now_ms, self.timezone)
-                writes.append(replace(outcome, due_ms=due, pause=hold.token))
+                # A claim decided its occurrence: the new timing starts after it.
+                in_hand = claimed_due(text_or_none(claim), score)
+                since = now_ms if in_hand is None else max(now_ms, in_hand + 1)
+                due = hold.due(entry, since, self.timezone)
+                spelled = "" if score is None else repr(float(score))
+                writes.append(replace(outcome, due_ms=due, pause=hold.token, score=spelled))
             # Even with nothing to write: WAIT confirms that what was read is replicated.
             replies = shard.upsert(writes, layout.spelled)
             for write, reply in zip(writes, replies, strict=True):
@@ -160,10 +167,10 @@ class ScheduleStore(
 
     def _read_for_write(
         self, keys: Keys, names: list[str]
-    ) -> tuple[int, list[Any], list[Any], list[Any]]:
-        """The Redis clock, the stored definitions, the schedule scores and the run states
-        (for their pauses), in one round trip (to the server of the schedule: its clock is
-        the one the scripts read)."""
+    ) -> tuple[int, list[Any], list[Any], list[Any], list[Any]]:
+        """The Redis clock, the stored definitions, the schedule scores, the run states (for
+        their pauses) and the claims, in one round trip (to the server of the schedule: its
+        clock is the one the scripts read)."""
 
         def read(node: redis.Redis, asking: bool) -> list[Any]:
             pipe = node.pipeline(transaction=False)
@@ -172,6 +179,7 @@ class ScheduleStore(
                 ("hmget", keys.entries, names),
                 *(("zscore", keys.schedule, name) for name in names),
                 ("hmget", keys.state, names),
+                ("hmget", keys.inflight, names),
             ):
                 if asking:
                     pipe.execute_command("ASKING")  # type: ignore[no-untyped-call]
@@ -183,15 +191,17 @@ class ScheduleStore(
                 raise replies[1]  # the slot moved: read again where it is
             return replies
 
-        now_reply, olds, *scores, states = self.connection.on_node(keys.schedule, read)
+        now_reply, olds, *scores, states, claims = self.connection.on_node(keys.schedule, read)
         for reply in (now_reply, olds):
             if isinstance(reply, Exception):
                 raise reply
-        # A schedule or state key of the wrong type: the upsert script names it.
+        # A schedule, state or inflight key of the wrong type: the scripts name it.
         scores = [None if isinstance(s, Exception) else s for s in scores]
-        if isinstance(states, Exception):
-            states = [None] * len(names)
-        return int(now_reply[0]) * 1000 + int(now_reply[1]) // 1000, olds, scores, states
+        states, claims = (
+            [None] * len(names) if isinstance(r, Exception) else r for r in (states, claims)
+        )
+        now_ms = int(now_reply[0]) * 1000 + int(now_reply[1]) // 1000
+        return now_ms, olds, scores, states, claims
 
     def _plan(
         self, entry: Entry, old_raw: str | None, score: Any, *, force: bool, foreign: str

@@ -29,9 +29,20 @@ from .runner import Call
 from .scripts import Scripts, renewed_until
 from .shards import Layout, ShardCursor
 
+#: The fewest claims a batch shared among shards asks of each while the beat is busy (its
+#: last claim was full): a shard's claim (and its finish) costs Redis a fixed part whatever
+#: it takes, so a beat behind on many shards claims from the few due soonest (two at least:
+#: a periodic and a delayed lane), fuller batches each, and from the others next round. A
+#: beat whose last claim was not full claims from every shard with something due, in one
+#: round trip: there each occurrence's lateness counts more than the claim's cost.
+MIN_SHARE = 50
+
 
 class BeatCalls(ConfigCalls):
     """The beat protocol: each call is one Lua script, run atomically in Redis."""
+
+    #: Whether the last claim took a whole batch (see :data:`MIN_SHARE`).
+    _busy = False
 
     @translated
     def claim(self, beat_id: str, lease_ms: int, batch_size: int, ahead_ms: int = 0) -> ClaimBatch:
@@ -39,9 +50,8 @@ class BeatCalls(ConfigCalls):
         when due), from every shard with an entry or a delayed task due by then, in one
         round trip per server; the batch, in due order, says when the next claim is needed
         on any shard. A delayed task's claim is named by its key after :data:`DELAYED_MARK`."""
-        periodic = self.cursor.due(ahead_ms) if self.layout.span > 1 else [0]
-        lanes = [("periodic", s) for s in periodic]
-        lanes += [("delayed", s) for s in self.delayed_cursor.due(ahead_ms)]
+        most = max(2, batch_size // MIN_SHARE) if self._busy else None
+        lanes = self._due_lanes(ahead_ms, most)
         size = -(-batch_size // len(lanes))  # the batch shared among them
         calls = [self._lane(*lane).claim_call(beat_id, lease_ms, size, ahead_ms) for lane in lanes]
         replies = self.runner.run_spread(calls, "lenient")
@@ -66,7 +76,20 @@ class BeatCalls(ConfigCalls):
         now_ms = min(b.now_ms for b in batches)  # the slowest clock: nothing goes out early
         claims = sorted((c for b in batches for c in b.claims), key=lambda c: c.due_ms)
         lease_until = min(b.lease_until_ms for b in batches)
+        self._busy = len(claims) >= batch_size
         return ClaimBatch(now_ms, lease_until, self._earliest(now_ms), claims)
+
+    def _due_lanes(self, ahead_ms: int, most: int | None) -> list[tuple[str, int]]:
+        """The lanes and shards to claim from: those due within ``ahead_ms``, at most
+        ``most`` of them (None: all), the soonest due first (ties in the cursors' round
+        order)."""
+        periodic = self.cursor.due(ahead_ms) if self.layout.span > 1 else [0]
+        lanes = [("periodic", s) for s in periodic]
+        lanes += [("delayed", s) for s in self.delayed_cursor.due(ahead_ms)]
+        if most is None or len(lanes) <= most:
+            return lanes
+        lanes.sort(key=lambda lane: self._cursor(lane[0]).due_ms(lane[1]))
+        return lanes[:most]
 
     def _lane(self, lane: str, shard: int) -> Scripts:
         return (self.delayed_lane if lane == "delayed" else self.shard_scripts)[shard]

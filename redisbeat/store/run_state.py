@@ -290,12 +290,28 @@ def _time(value: Any) -> datetime | None:
     return from_ms(int(value)) if valid_ms(value) else None
 
 
+def claimed_due(claim: str | None, score: float | None) -> int | None:
+    """The due time of the occurrence a live claim holds (its lease is the entry's score),
+    which its beat sends, or has sent; None when no claim holds one."""
+    data = _claim_record(claim)
+    if data is None or score is None or not valid_ms(data.get("due")):
+        return None
+    lease = data.get("lease_until")
+    return int(data["due"]) if valid_ms(lease) and lease == score else None
+
+
 def _held(claim: str | None) -> tuple[str | None, datetime | None]:
     """Why a claim record holds an occurrence back, and its due time (a deferred claim)."""
+    data = _claim_record(claim)
+    if data is None or not isinstance(data.get("deferred"), str):
+        return None, None
+    return data["deferred"], _time(data.get("due"))
+
+
+def _claim_record(claim: str | None) -> dict[str, Any] | None:
+    """A claim record's fields; None for none, or for one redisbeat did not write."""
     try:
         data = json.loads(claim) if claim else None
     except (ValueError, RecursionError):
-        return None, None
-    if not isinstance(data, dict) or not isinstance(data.get("deferred"), str):
-        return None, None
-    return data["deferred"], _time(data.get("due"))
+        return None
+    return data if isinstance(data, dict) else None

@@ -49,6 +49,8 @@ class Upsert:
     previous_source: str
     #: The pause the due time was worked out for (:attr:`.pausing.Hold.token`).
     pause: str = ""
+    #: The schedule score it was worked out with ('' none), as Python spells a float.
+    score: str = ""
 
 
 class Scripts:
@@ -207,6 +209,7 @@ class Scripts:
                     k.events,
                     layout,
                     w.pause,
+                    w.score,
                 ],
             )
             for w in writes

@@ -104,6 +104,10 @@ class ShardCursor:
         if now_ms is not None:
             self._clock = (now_ms, time.monotonic())
 
+    def due_ms(self, shard: int) -> float:
+        """When ``shard``'s earliest entry is due, as last reported (-inf: not known)."""
+        return self._due[shard] if shard < len(self._due) else -math.inf
+
     def changed(self) -> None:
         """A change was heard (or may have been missed): every shard may be due now."""
         self._due = [-math.inf] * len(self._due)

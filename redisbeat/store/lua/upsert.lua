@@ -15,9 +15,11 @@
 -- ARGV[6] = pub/sub channel, to wake the beats when it is written
 -- ARGV[7] = the layout the writer followed ('4', or '4>8' during a reshard)
 -- ARGV[8] = the pause the writer read: '' none, '-' until resumed, else until when (ms)
+-- ARGV[9] = the schedule score the writer read ('' none): the due time ARGV[4] was worked
+--           out with the claim that score showed (a claim's occurrence is not due again)
 -- Returns 1 when written, 0 when the stored definition was already identical,
---         -1 when the stored definition (or the pause) is not the one the writer read
---            (read again),
+--         -1 when the stored definition (or the pause, or the score of a change of timing)
+--            is not the one the writer read (read again),
 --         -2 when the layout changed (read the layout again, then the entry).
 local refusal = refused(6, ARGV[7], {'hash', 'zset', 'hash', 'set', 'set'})
   or key_error(redis.pcall('HEXISTS', KEYS[7], ''), 7, 'hash')
@@ -28,9 +30,15 @@ local current = redis.call('HGET', KEYS[1], ARGV[1]) or ''
 if current ~= ARGV[2] then
   return -1
 end
-if current ~= ARGV[3] and ARGV[5] ~= '1'
-    and pause_token(redis.call('HGET', KEYS[7], ARGV[1]), now_ms()) ~= ARGV[8] then
-  return -1 -- paused or resumed since it was read: the due time was worked out for another
+if current ~= ARGV[3] and ARGV[5] ~= '1' then
+  -- Paused or resumed, claimed, sent or rescheduled since it was read: the due time was
+  -- worked out for another state; work it out again.
+  local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
+  if pause_token(redis.call('HGET', KEYS[7], ARGV[1]), now_ms()) ~= ARGV[8]
+      or (ARGV[9] == '') ~= (not score)
+      or (score and tonumber(score) ~= tonumber(ARGV[9])) then
+    return -1
+  end
 end
 redis.call('HDEL', KEYS[3], ARGV[1])
 if current == ARGV[3] then
