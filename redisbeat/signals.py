@@ -15,6 +15,8 @@ heartbeat only while someone listens.
 
 from __future__ import annotations
 
+import weakref
+
 from celery.utils.dispatch import Signal
 
 __all__ = [
@@ -55,3 +57,14 @@ beat_joined = Signal(name="beat_joined")
 #: A beat left: it stopped and deregistered, or its heartbeat went silent for
 #: three ``redisbeat_heartbeat_seconds``. Arguments: ``beat_id``.
 beat_left = Signal(name="beat_left")
+
+
+def listened(*signals: Signal) -> bool:
+    """Whether any of ``signals`` has a live receiver. A weakly connected receiver that was
+    garbage-collected stays in ``Signal.receivers`` until the signal is next sent, and must
+    not keep a beat reading what nobody wants."""
+    return any(
+        not isinstance(ref, weakref.ReferenceType) or ref() is not None
+        for signal in signals
+        for _, ref in signal.receivers
+    )

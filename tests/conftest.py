@@ -3,13 +3,15 @@ from __future__ import annotations
 import contextlib
 import signal
 import uuid
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import redis
+from celery import signals as celery_signals
 
-from redisbeat import ScheduleStore
+from redisbeat import ScheduleStore, signals
 from redisbeat.config import Config
 from redisbeat_testkit.cluster import ClusterRig
 from redisbeat_testkit.processes import Beats
@@ -28,6 +30,36 @@ def _close_tracked_clients() -> Iterator[None]:
     yield
     while OPENED:
         OPENED.pop().close()
+
+
+#: The signals whose receivers change what a beat does (the fast path, the heartbeats' reads).
+WATCHED = [getattr(signals, name) for name in signals.__all__] + [
+    celery_signals.before_task_publish,
+    celery_signals.after_task_publish,
+]
+
+
+@pytest.fixture(autouse=True)
+def _no_receiver_left(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A receiver a test leaves connected changes the beats of every later test in its
+    process: it is disconnected, and the test that left it fails, named."""
+    before = {id(s): list(s.receivers) for s in WATCHED}
+    yield
+    left = []
+    for s in WATCHED:
+        added = [r for r in s.receivers if r not in before[id(s)] and _local(r[1])]
+        if added:
+            left.append(s.name)
+            s.receivers[:] = [r for r in s.receivers if r not in added]
+            s.sender_receivers_cache.clear()
+    assert not left, f"{request.node.nodeid} left receivers connected to {left}"
+
+
+def _local(ref: object) -> bool:
+    """Whether a receiver is alive and was made in a test (those connected by importing a
+    module, as the test kit's app connects its own, are meant to stay)."""
+    receiver = ref() if isinstance(ref, weakref.ReferenceType) else ref
+    return receiver is not None and "<locals>" in getattr(receiver, "__qualname__", "")
 
 
 @pytest.fixture

@@ -43,9 +43,11 @@ def test_start_freezes_what_start_up_made_and_takes_full_collections_over(full_c
     Collector().start()
     assert gc.get_freeze_count() > before
     assert gc.get_threshold()[2] == NEVER
-    frozen = gc.get_freeze_count()
+    # The freeze count may fall as other threads free frozen objects: a second start is
+    # seen by what it would freeze, an object made after the first.
+    made_after: list[list[int]] = [[]]
     Collector().start()  # once per process
-    assert gc.get_freeze_count() == frozen
+    assert any(o is made_after for o in gc.get_objects())
 
 
 def test_a_full_collection_runs_before_a_long_enough_wait_at_most_every_quiet_period(

@@ -108,6 +108,22 @@ def test_beats_joining_and_leaving_are_signalled_to_the_beats_that_see_them(
     first.close()
 
 
+def test_a_receiver_garbage_collected_leaves_nobody_watching(store):
+    # A weakly connected receiver stays in Signal.receivers, dead, until the signal is next
+    # sent: it must not keep the beat reading the beats alive every 15 s.
+    def joined(sender: str, **kwargs: Any) -> None:
+        pass
+
+    d = dispatcher(store, Recorder(), heartbeat_seconds=100)
+    assert not d.observer.watching
+    signals.beat_joined.connect(joined)
+    assert d.observer.watching
+    del joined
+    assert signals.beat_joined.receivers and not d.observer.watching
+    wait = d.tick()
+    assert 99 < wait <= 100
+
+
 def test_a_receiver_that_raises_does_not_stop_the_beat(store, client, caplog):
     def broken(sender: str, **kwargs: Any) -> None:
         raise RuntimeError("receiver bug")

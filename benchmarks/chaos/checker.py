@@ -143,6 +143,8 @@ class Verdict:
     worker_not_run: int = 0
     missed_examples: list[str] = field(default_factory=list)
     other_id_examples: list[str] = field(default_factory=list)
+    #: Occurrences sent more than once: entry@due and the arrival of each copy (ms).
+    repeat_examples: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -208,6 +210,7 @@ def judge(
                     required[name][task_id] = due
 
     copies: Counter[str] = Counter()
+    arrivals: dict[str, list[int]] = defaultdict(list)
     first: dict[str, Delivery] = {}
     other: list[Delivery] = []
     bad_expiry = 0
@@ -216,6 +219,7 @@ def judge(
             other.append(d)
             continue
         copies[d.task_id] += 1
+        arrivals[d.task_id].append(d.arrived_ms)
         first.setdefault(d.task_id, d)
         due = allowed[d.entry][d.task_id]
         if d.task_id in expires_of and not _expiry_ok(d, expires_of[d.task_id], due):
@@ -267,6 +271,11 @@ def judge(
         late_after_faults_ms=after_faults,
         missed_examples=sorted(missed)[:10],
         other_id_examples=[f"{d.entry}:{d.task_id}@{d.arrived_ms}" for d in other[:10]],
+        repeat_examples=[
+            f"{first[i].entry}@{allowed[first[i].entry][i]} arrived {arrivals[i]}"
+            for i, n in copies.items()
+            if n > 1
+        ][:10],
     )
 
 

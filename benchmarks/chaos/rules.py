@@ -61,7 +61,9 @@ def rules(
     if v.bad_expiry:
         problems.append(f"{v.bad_expiry} messages with an expiry off the shared clock")
     if not scenario.may_repeat and v.repeated_same_id:
-        problems.append(f"{v.repeated_same_id} repeats with the same task id")
+        problems.append(
+            f"{v.repeated_same_id} repeats with the same task id, e.g. {v.repeat_examples}"
+        )
     if scenario.may_repeat and v.repeated_same_id > settings.batch_size * max(1, v.faults):
         problems.append(f"{v.repeated_same_id} repeats: more than one batch per fault")
     if scenario.fault is None:

@@ -191,8 +191,11 @@ def run(
         for proxy in cluster.proxies.values():
             proxy.heal()
         verdict = _judging(scenario, settings, store, timeline, (first, store.now_ms()), injected)
-        # Give what fell due before the end its time to arrive (a lease and a wake-up).
-        _wait_while_missing(verdict, reader, settings.lease_seconds + 12)
+        # Give what fell due before the end its time to arrive (a lease and a wake-up), and
+        # each fault its lease: a beat killed after sending a batch it had not recorded holds
+        # its claims until then, and the copies sent after it are part of the verdict.
+        settled = max((outage[1] for outage in injected.outages), default=0)
+        _wait_while_missing(verdict, reader, settings.lease_seconds + 12, settled)
         store.close()
         cluster.beats.stop_all()
         codes = cluster.exit_codes()
@@ -313,10 +316,17 @@ def _judging(
 
 
 def _wait_while_missing(
-    verdict: Callable[[list[Delivery]], Verdict], reader: QueueReader, seconds: float
+    verdict: Callable[[list[Delivery]], Verdict],
+    reader: QueueReader,
+    seconds: float,
+    settled_ms: int,
 ) -> None:
+    """Wait while occurrences are missing, or until ``settled_ms`` (wall clock), at most
+    ``seconds``."""
     deadline = time.monotonic() + seconds
-    while verdict(reader.snapshot()).missed and time.monotonic() < deadline:
+    while time.monotonic() < deadline and (
+        time.time() * 1000 < settled_ms or verdict(reader.snapshot()).missed
+    ):
         time.sleep(0.5)
 
 

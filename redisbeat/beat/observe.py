@@ -175,15 +175,14 @@ class Observer:
     @property
     def watching(self) -> bool:
         """Whether anyone wants the gauges or the beats alive (metrics, or a receiver)."""
-        listening = signals.beat_joined.receivers or signals.beat_left.receivers
-        return bool(listening) or self.metrics is not None
+        return signals.listened(signals.beat_joined, signals.beat_left) or self.metrics is not None
 
     def heartbeat(self, store: ScheduleStore) -> None:
         """Who joined and left, and the deployment's gauges, where anyone listens or
         metrics are served."""
         if not self.watching:
             return
-        listening = signals.beat_joined.receivers or signals.beat_left.receivers
+        listening = signals.listened(signals.beat_joined, signals.beat_left)
         beats = store.beats()
         alive = {beat.id for beat in beats}
         if listening:
