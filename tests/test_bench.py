@@ -289,6 +289,8 @@ def test_scaling_is_judged_up_to_the_cores_and_a_saturated_redis_excuses_a_beat_
             "vs one beat": vs_one,
             "bottleneck": bottleneck,
             "Redis CPU µs / fire": 9 if beats == 1 else 12,
+            "beat CPU ms / message": 0.1 if beats == 1 else 0.12,
+            "sustained/s": 1_000 * vs_one,
         }
 
     rows = [row(1, 1, 1, "beats"), row(2, 1, 1.1, "redis"), row(4, 1, 3.3, "machine")]
@@ -302,10 +304,55 @@ def test_scaling_is_judged_up_to_the_cores_and_a_saturated_redis_excuses_a_beat_
         table = Table("scale", "", [], table_rows)
         return {r["target"]: r["met"] for r in targets({"scale": table}).rows}
 
+    per_message = (
+        "N beats: beat CPU per message <= 1.25 x one beat's, so N beats with a core each "
+        "sustain >= 0.8 x N (N <= 4 cores)"
+    )
     met = verdicts(rows)
-    assert (met[scaling], met[cost]) == ("yes", "yes")
+    assert (met[scaling], met[cost], met[per_message]) == ("yes", "yes", "yes")
     slow = [row(1, 60, 1, "beats"), row(2, 60, 1.5, "machine")]
     assert verdicts([*rows, *slow])[scaling] == "NO"
+    dearer = [row(1, 60, 1, "beats"), {**row(2, 60, 1.7, "machine"), "beat CPU ms / message": 0.13}]
+    assert verdicts([*rows, *dearer])[per_message] == "NO"
+    # Eight beats on four cores cost more each: not judged.
+    crowded = [{**r, "beat CPU ms / message": 0.5} if r["beats"] == 8 else r for r in rows]
+    assert verdicts(crowded)[per_message] == "yes"
+
+
+@pytest.mark.parametrize(
+    ("cores", "redis", "cluster", "met"),
+    [
+        (16, 30_000, 60_000, "yes"),
+        (16, 28_020, 61_000, "NO"),
+        (32, 31_000, 37_420, "NO"),
+        (2, 30_000, 60_000, "n/a"),
+    ],
+)
+def test_eight_beats_are_held_to_the_rates_of_a_16_core_machine_there_only(
+    monkeypatch: pytest.MonkeyPatch, cores: int, redis: int, cluster: int, met: str
+) -> None:
+    monkeypatch.setattr("benchmarks.bench.targets.os.cpu_count", lambda: cores)
+    rows = [
+        {**SCALE_ROW, "store": store, "beats": beats, "sustained/s": rate}
+        for store, top in (("one Redis", redis), ("cluster, 3 masters", cluster))
+        for beats, rate in ((1, top // 6), (8, top))
+    ]
+    table = targets({"scale": Table("scale", "", [], rows)})
+    [row] = [r for r in table.rows if r["target"].startswith("8 beats on 16 cores")]
+    assert row["met"] == met
+    assert f"one Redis: {redis:,}/s; cluster, 3 masters: {cluster:,}/s" in row["measured"]
+    assert ("not judged" in row["measured"]) == (cores < 16)
+
+
+#: A scale row behind schedule, the fields the targets read.
+SCALE_ROW = {
+    "run": "overload",
+    "every s": 1,
+    "vs one beat": 1,
+    "bottleneck": "beats",
+    "Redis CPU µs / fire": 12,
+    "beat CPU ms / message": 0.1,
+}
 
 
 def test_the_idle_and_failover_targets_are_the_issues() -> None:

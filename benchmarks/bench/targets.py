@@ -166,6 +166,8 @@ def _scale(tables: dict[str, Table], add: Add) -> None:
         else None,
         None if worst is None else (worst["vs one beat"] or 0) >= 0.8 * worst["beats"],
     )
+    _beat_cost(rows, judged, add, cores)
+    _eight_beats(rows, add, cores)
     stores = dict.fromkeys(r["store"] for r in behind)
     costs = {s: max(r["Redis CPU µs / fire"] for r in behind if r["store"] == s) for s in stores}
     add(
@@ -179,6 +181,47 @@ def _scale(tables: dict[str, Table], add: Add) -> None:
         "one beat keeps up with 10,000 entries due every second, late p99 <= 50 ms",
         f"{row['sustained/s']:,}/s, p99 {row['late p99 ms']} ms" if row else None,
         None if row is None else _on_time(row),
+    )
+
+
+def _beat_cost(
+    rows: list[dict[str, Any]], judged: list[dict[str, Any]], add: Add, cores: int
+) -> None:
+    """What each beat spends per message, N beats against one: a beat count's rate is its
+    beats' cores over that cost, so at most 1.25 times one beat's cost means N beats, each
+    with a core, sustain 0.8 x N times one beat. On a machine whose cores the beats share
+    with Redis, a row's rate stops where the machine does; its cost still says this."""
+    alone = {_group(r): r["beat CPU ms / message"] for r in rows if r["beats"] == 1}
+    ratios = [
+        (r["beat CPU ms / message"] / alone[_group(r)], r) for r in judged if alone[_group(r)]
+    ]
+    worst = max(ratios, key=lambda pair: pair[0], default=None)
+    add(
+        f"N beats: beat CPU per message <= 1.25 x one beat's, so N beats with a core each "
+        f"sustain >= 0.8 x N (N <= {cores} cores)",
+        f"worst {worst[0]:.2f}x at {worst[1]['beats']} beats ({worst[1]['store']}, every "
+        f"{worst[1]['every s']:g} s)"
+        if worst
+        else None,
+        None if worst is None else worst[0] <= 1.25,
+    )
+
+
+#: What 8 beats must sustain on a 16-core machine, entries due every second, by store.
+EIGHT_BEATS = {"one Redis": 30_000, "cluster, 3 masters": 60_000}
+
+
+def _eight_beats(rows: list[dict[str, Any]], add: Add, cores: int) -> None:
+    """The rates 8 beats sustain, judged on a machine with 16 cores or more (on fewer they
+    share cores with each other and the servers, and the ratios above say what they can)."""
+    eight = {r["store"]: r["sustained/s"] for r in rows if r["beats"] == 8 and r["every s"] == 1}
+    shown = "; ".join(f"{store}: {rate:,}/s" for store, rate in eight.items()) or None
+    judged = cores >= 16 and set(eight) == set(EIGHT_BEATS)
+    add(
+        "8 beats on 16 cores, entries every 1 s: one Redis >= 30,000 fires/s, a 3-master "
+        "cluster >= 60,000",
+        shown if judged or shown is None else f"{shown} (on {cores} cores: not judged)",
+        all(eight[s] >= least for s, least in EIGHT_BEATS.items()) if judged else None,
     )
 
 
