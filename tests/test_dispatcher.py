@@ -38,6 +38,9 @@ class Recorder:
 class Unbuffered:
     """A Sender made of a send callable (and a flush callable, for one that buffers)."""
 
+    #: It never builds a message, so none expires.
+    expired = 0
+
     def __init__(
         self,
         send: Callable[[Entry, str, int, int], None],

@@ -178,6 +178,7 @@ def test_a_beat_serves_its_metrics_with_few_series_for_many_entries(
     assert samples["redisbeat_send_lateness_seconds_count"] >= 600
     assert samples["redisbeat_claim_batch_size_count"] >= 1
     assert samples["redisbeat_recovered_total"] == 0
+    assert samples["redisbeat_expired_messages_total"] == 0
     # No per-entry label: 200 entries of one task make one series.
     assert len([k for k in samples if k.startswith("redisbeat_sent_total")]) == 1
 

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from kombu import Producer
 from kombu.transport import redis as kombu_redis
 from test_dispatcher import Unbuffered
+from test_observability import scrape
 
 from redisbeat import Entry, Interval, ScheduleStore, occurrence_id
 from redisbeat.beat.loop import Dispatcher
@@ -30,7 +31,7 @@ from redisbeat.sending import Publisher, message_options
 from redisbeat.sending.lists import Lists
 from redisbeat.sending.reprs import argument_repr
 from redisbeat.sending.template import TaskMessages
-from redisbeat_testkit.ports import wait_until
+from redisbeat_testkit.ports import free_port, wait_until
 from redisbeat_testkit.redis_server import RedisServer
 
 BROKER_DB = 3
@@ -156,15 +157,17 @@ ENTRIES = [
     ),
     Entry("by name", "remote.task", Interval(60), kwargs={"a": 1}, options={"expires": 5}),
     Entry("serializer", "t.plain", Interval(60), args=(1,), options={"serializer": "pickle"}),
+    Entry("expires at", "t.plain", Interval(60), options={"expires": "2100-01-01T00:00:00+00:00"}),
+    Entry("expired", "t.plain", Interval(60), options={"expires": "2000-01-01T00:00:00+00:00"}),
     # Only apply_async handles these: they take the per-message way, with the same result.
     Entry("group", "t.plain", Interval(60), options={"group_id": "g-1"}),
-    Entry("expired", "t.plain", Interval(60), options={"expires": "2000-01-01T00:00:00+00:00"}),
+    Entry("naive expiry", "t.plain", Interval(60), options={"expires": "2100-01-01T00:00:00"}),
 ]
 
 
 #: Entries whose later messages are their first one with the id, due time and expiry put in
 #: (a task's own numeric expires is counted from this host's clock at each send).
-REUSED = {"plain", "options", "by name", "serializer"}
+REUSED = {"plain", "options", "by name", "serializer", "expires at", "expired"}
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
@@ -677,3 +680,50 @@ def test_argument_reprs_leave_what_saferepr_cuts_short_or_marks_to_it() -> None:
     deep = {"a": [[["x"]]]}
     assert argument_repr(deep, 1024, 3) == "{'a': [[[...]]]}"
     assert argument_repr("it's " * 300, 1024, 3).endswith("...'")
+
+
+def test_a_backlog_of_expired_messages_goes_out_as_celery_sends_them_told_once_a_period(
+    store, client, app, producer, broker, caplog
+):
+    # A beat back after its tasks' expiry sends each as Celery would (to live 0 s, so the
+    # worker discards it) at the batched pace, where apply_async would warn per message.
+    past = "2000-01-01T00:00:00+00:00"
+    store.upsert_many(
+        [Entry(f"x{i}", "t.plain", Interval(3600), options={"expires": past}) for i in range(200)]
+        + [Entry(f"k{i}", "t.plain", Interval(3600), options={"expires": 600}) for i in range(50)]
+    )
+    now = store.now_ms()
+    client.zadd(store.keys.schedule, {f"x{i}": now - 100 for i in range(200)})
+    client.zadd(store.keys.schedule, {f"k{i}": now - 100 for i in range(50)})
+    publisher = Publisher(app, lambda: producer, BEAT, 100)
+    port = free_port()
+    config = Config(
+        redis_url="redis://unused",
+        key_prefix=store.keys.prefix,
+        summary_seconds=3600,
+        metrics_port=port,
+    )
+    dispatcher = Dispatcher(store, config, publisher, beat_id=BEAT)
+    try:
+        with caplog.at_level(logging.INFO):
+            while dispatcher.tick() == 0.0:
+                pass
+            dispatcher.activity.period = 0  # the period ends: its summary line
+            dispatcher.observer.summary(store)
+        assert scrape(port)["redisbeat_expired_messages_total"] == 200
+    finally:
+        dispatcher.close()
+    messages = take_messages(broker)
+    expired = [m for m in messages if m["headers"]["redisbeat_entry"].startswith("x")]
+    assert len(messages) == 250 and len(expired) == 200
+    # kombu keeps a message's time to live as a string, in ms.
+    assert {(m["headers"]["expires"], m["properties"]["expiration"]) for m in expired} == {
+        (past, "0")
+    }
+    kept = [float(m["properties"]["expiration"]) for m in messages if m not in expired]
+    assert len(kept) == 50 and all(500_000 < ttl <= 600_000 for ttl in kept)
+    assert "in the past" not in caplog.text
+    [summary] = [r for r in caplog.records if "in the last" in r.getMessage()]
+    assert summary.levelno == logging.WARNING
+    assert "200 message(s) sent after their expiry had passed" in summary.getMessage()
+    assert publisher.messages.expired == 200

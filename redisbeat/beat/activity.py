@@ -5,10 +5,11 @@ thousands a second, a log bill and a flooded pipeline at the worst moment, and t
 itself would slow the beat further. Instead it counts, and every summary period logs one
 line: how many occurrences it sent, how late (p50/p99/max, from the due time to the send, by
 the Redis clock), how many claims of a dead beat it recovered, what failed or was handed
-back, and how many occurrences were missed, of how many entries, and why. The line is INFO
-while the beat keeps time, WARNING in a period when occurrences were missed (so a beat at
-Celery's default log level says so, once a period). Per-entry detail goes to the metrics and
-the ``occurrence_missed`` signal.
+back, how many occurrences were missed, of how many entries, and why, and how many messages
+went out after their expiry had passed (Celery would warn once per message). The line is
+INFO while the beat keeps time, WARNING in a period when occurrences were missed or
+messages expired (so a beat at Celery's default log level says so, once a period).
+Per-entry detail goes to the metrics and the ``occurrence_missed`` signal.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ class Activity:
         #: Occurrences missed, by why ("late", "paused"), and the entries that missed any.
         self._missed: Counter[str] = Counter()
         self._missing: set[str] = set()
+        #: Messages sent after their expiry had passed.
+        self._expired = 0
 
     def record(self, outcome: Outcome, late_ms: int, recovered: bool) -> None:
         self._counts[outcome.action] += 1
@@ -68,10 +71,14 @@ class Activity:
         self._missed[reason] += count
         self._missing.add(name)
 
+    def expired(self, count: int) -> None:
+        """``count`` messages were sent after their expiry had passed."""
+        self._expired += count
+
     @property
     def quiet(self) -> bool:
         """Nothing happened in this period (an idle beat need not record its summary)."""
-        return not self._counts and not self._missed
+        return not self._counts and not self._missed and not self._expired
 
     def report(self) -> dict[str, float] | None:
         """Log the summary line when a period has passed, start the next period, and return
@@ -92,8 +99,9 @@ class Activity:
             "handed_back": counts["release"],
             "missed": sum(self._missed.values()),
             "missed_entries": len(self._missing),
+            "expired": self._expired,
         }
-        missed = self._missed_words()
+        missed = self._missed_words() + self._expired_words()
         log.log(
             logging.WARNING if missed else logging.INFO,
             "redisbeat: in the last %.0f s this beat sent %d occurrence(s) (%s); "
@@ -116,6 +124,14 @@ class Activity:
         why = ", ".join(f"{n} {reason}" for reason, n in sorted(self._missed.items()))
         total = sum(self._missed.values())
         return f"; missed {total} occurrence(s) of {len(self._missing)} entries ({why})"
+
+    def _expired_words(self) -> str:
+        if not self._expired:
+            return ""
+        return (
+            f"; {self._expired} message(s) sent after their expiry had passed "
+            "(options 'expires'; the workers discard them)"
+        )
 
 
 def _lateness(summary: dict[str, float]) -> str:

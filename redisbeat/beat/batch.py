@@ -50,6 +50,10 @@ class Sender(Protocol):
         """Send what was buffered; the task ids not sent, each with None (the broker failed:
         the claim is handed back) or why the message was refused for its entry."""
 
+    @property
+    def expired(self) -> int:
+        """Messages sent so far whose expiry had passed before they were sent."""
+
 
 class BatchSender:
     """Turns one claimed batch into outcomes, sending through a :class:`Sender`."""
@@ -80,6 +84,8 @@ class BatchSender:
         self.changed_back: set[str] = set()
         #: The entries of the last batch's claims, by claim name.
         self.loaded: dict[str, Entry] = {}
+        #: The sender's count of expired messages, as last reported.
+        self._expired = 0
 
     def run(self, batch: ClaimBatch, outcomes: list[Outcome], stopping: Callable[[], bool]) -> None:
         """Send the batch, appending an outcome per claim; what was buffered goes out (or is
@@ -258,6 +264,10 @@ class BatchSender:
 
     def _flush(self, outcomes: list[Outcome]) -> None:
         failed = self.sender.flush()
+        expired = self.sender.expired
+        if expired > self._expired:
+            self.observer.expired(expired - self._expired)
+            self._expired = expired
         if not failed:
             return
         for i, o in enumerate(outcomes):

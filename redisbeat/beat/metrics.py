@@ -113,6 +113,11 @@ class Metrics:
             ["task", "source"],
             registry=registry,
         )
+        self.expired = prom.Counter(
+            "redisbeat_expired_messages",
+            "Messages sent after their expiry had passed (to live 0 s: workers discard them).",
+            registry=registry,
+        )
         self.recovered = prom.Counter(
             "redisbeat_recovered", "Occurrences re-sent after a lease ran out.", registry=registry
         )

@@ -115,6 +115,13 @@ class Observer:
                 before=from_ms(before_ms),
             )
 
+    def expired(self, count: int) -> None:
+        """``count`` messages were sent after their expiry had passed (workers discard
+        them): counted for the summary line and the metrics, never logged one by one."""
+        self.activity.expired(count)
+        if self.metrics is not None:
+            self.metrics.expired.inc(count)
+
     def claimed(self, size: int) -> None:
         if self.metrics is not None and size:
             self.metrics.batch.observe(size)

@@ -200,6 +200,11 @@ class Publisher:
         return isinstance(exc, errors)
 
     @property
+    def expired(self) -> int:
+        """Messages sent whose expiry had passed (to live 0 s), since the beat started."""
+        return self._messages.expired if self._messages is not None else 0
+
+    @property
     def messages(self) -> TaskMessages:
         # Made at the first send, once the app is configured.
         if self._messages is None:

@@ -103,6 +103,8 @@ class TaskMessages:
         self.defaults = Defaults.of(conf, amqp)
         # Celery 5.5 made the depth a setting; before, saferepr's default (3) applied.
         self.repr_levels: int = conf.get("task_repr_maxlevels", 3)
+        #: Messages built whose expiry had passed (sent to live 0 s), since the start.
+        self.expired = 0
 
     def template(self, entry: Entry) -> Template:
         task = self.app.tasks.get(entry.task)
@@ -241,7 +243,7 @@ class TaskMessages:
         return (
             shadow is None
             and (t.task is None or type(t.task).shadow_name is Task.shadow_name)
-            and (expires is None or isinstance(expires, datetime))
+            and (expires is None or isinstance(expires, (datetime, str)))
             and all(isinstance(route, MapRoute) for route in self.amqp.router.routes)
             and isinstance(message.body, tuple)
         )
@@ -267,7 +269,7 @@ class TaskMessages:
             seconds = self._expiration(expires)
             if seconds is None:
                 return None
-            headers["expires"] = expires.isoformat()
+            headers["expires"] = expires if isinstance(expires, str) else expires.isoformat()
             properties["expiration"] = seconds
         headers.update(options["headers"])
         if not first.ignore_result:
@@ -292,14 +294,25 @@ class TaskMessages:
 
     def _expiration(self, expires: Any) -> float | None:
         """The message's time to live in seconds, as Celery.send_task works it out; None
-        for what only it handles (an ISO string; a past expiry, which it warns about)."""
+        for what only it handles (a time without a UTC offset, a string this Python's
+        ``datetime.fromisoformat`` does not read). An expiry already past lives 0 s, as
+        Celery sends it (the worker discards the message), counted in ``expired``: Celery
+        would log a warning per message, a storm when a beat drains a backlog of them."""
+        if isinstance(expires, str):
+            try:
+                expires = datetime.fromisoformat(expires)
+            except ValueError:
+                return None
         if isinstance(expires, datetime) and expires.utcoffset() is not None:
             seconds: float = (expires - self.app.now()).total_seconds()
         elif isinstance(expires, (int, float)) and not isinstance(expires, bool):
             seconds = expires
         else:
             return None
-        return seconds if seconds >= 0 else None
+        if seconds < 0:
+            self.expired += 1
+            return 0
+        return seconds
 
 
 def _task_options(
