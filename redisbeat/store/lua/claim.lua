@@ -45,28 +45,29 @@ local bad = key_error(head, 1, 'zset')
 if bad then
   return bad
 end
-local names, scores = {}, {}
+-- Each score as Redis spelled it and as a number: a number is read from its spelling once.
+local names, scores, numbers, n = {}, {}, {}, 0
 local stays = nil -- the first score left alone; nil: none (or not known yet)
 for i = 1, #head, 2 do
   local score = tonumber(head[i + 1])
-  if #names == batch or score > horizon then
+  if n == batch or score > horizon then
     stays = score
     break
   end
-  names[#names + 1] = head[i]
-  scores[#scores + 1] = head[i + 1]
+  n = n + 1
+  names[n], scores[n], numbers[n] = head[i], head[i + 1], score
 end
 local known = stays ~= nil or #head / 2 < limit
-if not known and batch > #names then
+if not known and batch > n then
   local more = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', horizon, 'WITHSCORES',
-                          'LIMIT', #names, batch - #names)
+                          'LIMIT', n, batch - n)
   for i = 1, #more, 2 do
-    names[#names + 1] = more[i]
-    scores[#scores + 1] = more[i + 1]
+    n = n + 1
+    names[n], scores[n], numbers[n] = more[i], more[i + 1], tonumber(more[i + 1])
   end
 end
 local out = {now, -1}
-if #names == 0 then
+if n == 0 then
   -- An idle beat's claim stays cheap: the other keys are only checked by a claim that writes.
   out[2] = valid(stays) and stays or -1
   return out
@@ -81,11 +82,12 @@ bad = bad or key_error(redis.pcall('HEXISTS', KEYS[4], ''), 4, 'hash')
 if bad then
   return bad
 end
-local dropped, moves, records = {}, {}, {}
+-- Appended to by position: Lua's length operator searches the table each time.
+local dropped, moves, records, nd, nm, no = {}, {}, {}, 0, 0, 2
 local beat_s = json_string(ARGV[1])
 local held = nil -- the earliest lease claimed ahead of its end: another beat's, not over yet
-for i, name in ipairs(names) do
-  local score = tonumber(scores[i])
+for i = 1, n do
+  local name, score = names[i], numbers[i]
   local claim = record(claims[i])
   local lease = claim and tonumber(claim.due) and tonumber(claim.lease_until) == score
   if lease and score > now then
@@ -93,7 +95,8 @@ for i, name in ipairs(names) do
     held = math.min(held or score, score)
   elseif not definitions[i] then
     -- A schedule member without a definition: drop it rather than spin on it.
-    dropped[#dropped + 1] = name
+    nd = nd + 1
+    dropped[nd] = name
   else
     local occurrence, claimed, recovered = score, now, 0
     local due_s, at_s = scores[i], now_s
@@ -108,16 +111,14 @@ for i, name in ipairs(names) do
       occurrence, claimed, recovered = now, now, 2
       due_s, at_s = now_s, now_s
     end
-    moves[#moves + 1] = lease_s
-    moves[#moves + 1] = name
-    records[#records + 1] = name
     local at_json = at_s == now_s and now_json or json_ms(at_s, claimed)
-    records[#records + 1] = claim_json(json_ms(due_s, occurrence), at_json, beat_s, lease_s)
-    out[#out + 1] = name
-    out[#out + 1] = definitions[i]
-    out[#out + 1] = occurrence
-    out[#out + 1] = claimed
-    out[#out + 1] = recovered
+    moves[nm + 1], moves[nm + 2] = lease_s, name
+    records[nm + 1] = name
+    records[nm + 2] = claim_json(json_ms(due_s, occurrence), at_json, beat_s, lease_s)
+    nm = nm + 2
+    out[no + 1], out[no + 2], out[no + 3], out[no + 4], out[no + 5] =
+      name, definitions[i], occurrence, claimed, recovered
+    no = no + 5
   end
 end
 write_many('ZREM', 1, dropped)
@@ -127,7 +128,7 @@ write_many('HSET', 3, records)
 local earliest = stays
 if not known then
   earliest = tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2])
-elseif #moves > 0 and (earliest == nil or lease_until < earliest) then
+elseif nm > 0 and (earliest == nil or lease_until < earliest) then
   earliest = lease_until
 end
 if held and (earliest == nil or held < earliest) then

@@ -59,16 +59,19 @@ local spent = {} -- now, name, ...
 
 -- What this call reads, by name: the schedule's scores, the claims, the run states and the
 -- definitions (false: none). The outcomes change these copies; the changes are written last.
-local names, recorded, failed = {}, {}, {}
+-- Tables are appended to by position: Lua's length operator searches the table each time.
+local names, recorded, failed, nn, nr = {}, {}, {}, 0, 0
 local history_size, history_prefix = tonumber(ARGV[6]), ARGV[7]
 local FIRST, EACH = 8, 8
 for i = FIRST, #ARGV, EACH do
-  local action = ARGV[i + 1]
-  names[#names + 1] = ARGV[i]
-  failed[ARGV[i]] = action == 'failed' or nil
+  local name, action = ARGV[i], ARGV[i + 1]
+  nn = nn + 1
+  names[nn] = name
+  failed[name] = action == 'failed' or nil
   if action == 'sent' or action == 'failed' or (action == 'skipped' and ARGV[i + 5] ~= '')
       or ARGV[i + 7] ~= '' then
-    recorded[#recorded + 1] = ARGV[i]
+    nr = nr + 1
+    recorded[nr] = name
   end
 end
 local copies = {{}, {}, {}, {}} -- KEYS[1] .. KEYS[4]
@@ -89,12 +92,14 @@ end
 -- A definition is read only where the claim cannot vouch for it: a claim of this beat's
 -- whose score still holds its lease proves the entry is there (removing an entry takes it
 -- off the schedule). A failed send's is read, to be set aside with it at the limit.
-local unvouched = {}
-for _, name in ipairs(recorded) do
+local unvouched, nu = {}, 0
+for i = 1, nr do
+  local name = recorded[i]
   local raw = copies[2][name]
   if failed[name] or not holds_lease(copies[1][name]) or not raw
       or not ends_with(raw, tail) then
-    unvouched[#unvouched + 1] = name
+    nu = nu + 1
+    unvouched[nu] = name
   else
     copies[4][name] = true
   end
@@ -105,14 +110,17 @@ if bad then
 end
 local score, inflight, states, entries = copies[1], copies[2], copies[3], copies[4]
 -- Per key, the names whose copy changed (a name twice is written twice, with its last value).
-local changed = {{}, {}, {}, {}}
+local changed, counts = {{}, {}, {}, {}}, {0, 0, 0, 0}
 local function change(i, name, value)
-  changed[i][#changed[i] + 1] = name
+  local n = counts[i] + 1
+  counts[i] = n
+  changed[i][n] = name
   copies[i][name] = value
 end
--- A new score; one ZADD would refuse is refused here, before any write, with ZADD's error.
-local function move(name, at)
-  if tonumber(at) == nil then
+-- A new score; one ZADD would refuse is refused here, before any write, with ZADD's error
+-- (``spelled``: a whole number of ms, which ZADD takes).
+local function move(name, at, spelled)
+  if not spelled and tonumber(at) == nil then
     redis.call('ZADD', KEYS[1], at, name)
   end
   change(1, name, at)
@@ -276,7 +284,8 @@ for i = FIRST, #ARGV, EACH do
           spent[#spent + 1] = name
         else
           -- As the beat spelled it: Redis takes the string as it is.
-          move(name, (string.find(next_due, '^%d+$') or tonumber(next_due)) and next_due)
+          local spelled = string.find(next_due, '^%d+$') ~= nil
+          move(name, (spelled or tonumber(next_due)) and next_due, spelled)
           moved = true
         end
       end
@@ -307,17 +316,19 @@ if #quarantined > 0 then
   end
 end
 local moves, gone, values, claims, ended = {}, {}, {}, {}, {}
+local nm, ng = 0, 0
 for _, name in ipairs(changed[1]) do
-  if score[name] then
-    moves[#moves + 1] = score[name]
-    moves[#moves + 1] = name
+  local at = score[name]
+  if at then
+    moves[nm + 1], moves[nm + 2] = at, name
+    nm = nm + 2
   else
-    gone[#gone + 1] = name
+    ng = ng + 1
+    gone[ng] = name
   end
 end
-for _, name in ipairs(changed[3]) do
-  values[#values + 1] = name
-  values[#values + 1] = states[name]
+for i, name in ipairs(changed[3]) do
+  values[2 * i - 1], values[2 * i] = name, states[name]
 end
 if deferred then
   for _, name in ipairs(changed[2]) do
