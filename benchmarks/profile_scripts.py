@@ -1,20 +1,21 @@
 """What Redis spends on each fire's two scripts, the claim and the finish, apart.
 
     .venv/bin/python -m benchmarks.profile_scripts [--entries 10000] [--batch 100]
-        [--batches 50] [--missed 0] [--callgrind]
+        [--batches 50] [--missed 0] [--skipped] [--callgrind]
 
 Starts a private redis-server, stores ``entries`` interval entries (with arguments of their
 own, as the benchmark's have) all due at once, and runs the two scripts of a beat's hot
 path from this process: ``batches`` claims of ``batch`` entries each, then a 'sent' finish
 of each batch (with ``--missed``, each send reports that many occurrences missed before it,
-as a beat behind schedule does). A first round writes every entry's run state, as on a
-schedule that has run before; the second is measured. Reported per fire, for the claim and
-the finish apart: Redis's CPU time (``INFO cpu``, which includes the kernel's work on its
-sockets and varies with what else the machine runs), and with ``--callgrind`` the
-instructions redis-server ran, counted by valgrind's callgrind (repeatable to a fraction of
-a percent whatever else the machine runs: the figure to compare two versions of a script
-by), with the functions they were spent in. The beat's own work is not here:
-``benchmarks.profile_beat`` has it.
+as a beat behind schedule does; with ``--skipped``, each claim is finished as skipped for
+being late, as an entry with catch_up 'skip' is behind schedule). A first round writes
+every entry's run state, as on a schedule that has run before; the second is measured.
+Reported per fire, for the claim and the finish apart: Redis's CPU time (``INFO cpu``,
+which includes the kernel's work on its sockets and varies with what else the machine
+runs), and with ``--callgrind`` the instructions redis-server ran, counted by valgrind's
+callgrind (repeatable to a fraction of a percent whatever else the machine runs: the figure
+to compare two versions of a script by), with the functions they were spent in. The beat's
+own work is not here: ``benchmarks.profile_beat`` has it.
 """
 
 from __future__ import annotations
@@ -50,6 +51,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="occurrences each send found missed before it, as a beat behind schedule counts them",
     )
     parser.add_argument(
+        "--skipped",
+        action="store_true",
+        help="finish each claim as skipped for being late, as catch_up 'skip' does behind schedule",
+    )
+    parser.add_argument(
         "--callgrind", action="store_true", help="count instructions under valgrind's callgrind"
     )
     parser.add_argument("--top", type=int, default=12, help="functions shown per script")
@@ -66,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         fires, cpu = _served(work / "plain", args, None)
         late = f", each late with {args.missed} missed before it" if args.missed else ""
+        late += ", each skipped for being late" if args.skipped else ""
         print(f"{fires:,} fires in batches of {args.batch}, {args.entries:,} entries stored{late}")
         for phase in PHASES:
             print(f"{phase:<7} Redis CPU {cpu[phase] / fires * 1e6:6.1f} µs per fire")
@@ -188,11 +195,11 @@ def _round(store: Any, args: argparse.Namespace, meter: Meter | None) -> int:
         [
             Outcome(
                 c.name,
-                "sent",
+                "skipped" if args.skipped else "sent",
                 c.due_ms,
                 c.due_ms + 10_000,
                 occurrence_id("p", c.name, c.due_ms),
-                error=LATE if args.missed else "",
+                error=LATE if args.missed or args.skipped else "",
                 missed=args.missed,
             )
             for c in batch.claims

@@ -375,13 +375,22 @@ def test_the_scripts_profile_measures_the_claim_and_the_finish_of_full_batches(c
         assert re.search(rf"^{phase} +Redis CPU +[\d.]+ µs per fire$", out, re.M), out
 
 
-def test_the_scripts_profile_measures_late_sends_too(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("late", "said"),
+    [
+        (["--missed", "3"], "each late with 3 missed"),
+        (["--skipped"], "each skipped for being late"),
+    ],
+)
+def test_the_scripts_profile_measures_late_sends_too(
+    capsys: pytest.CaptureFixture[str], late: list[str], said: str
+) -> None:
     from benchmarks import profile_scripts
 
-    argv = ["--entries", "300", "--batch", "20", "--batches", "10", "--missed", "3"]
+    argv = ["--entries", "300", "--batch", "20", "--batches", "10", *late]
     assert profile_scripts.main(argv) == 0
     out = capsys.readouterr().out
-    assert "200 fires in batches of 20, 300 entries stored, each late with 3 missed" in out
+    assert f"200 fires in batches of 20, 300 entries stored, {said}" in out
     assert re.search(r"^finish +Redis CPU +[\d.]+ µs per fire$", out, re.M), out
 
 

@@ -4,6 +4,7 @@ Prometheus metrics a real ``celery beat`` serves on ``redisbeat_metrics_port``."
 from __future__ import annotations
 
 import json
+import logging
 import re
 import urllib.request
 from collections.abc import Iterator
@@ -16,7 +17,9 @@ import yaml
 from test_dispatcher import Recorder, dispatcher, every, make_due
 
 from redisbeat import ScheduleStore, occurrence_id, signals
+from redisbeat.beat.activity import Activity
 from redisbeat.beat.metrics import Metrics
+from redisbeat.beat.observe import Observer
 from redisbeat.config import Config
 from redisbeat.errors import ConfigurationError, MessageRefused
 from redisbeat_testkit.ports import free_port, wait_until
@@ -187,6 +190,25 @@ def test_a_beat_serves_its_metrics_with_few_series_for_many_entries(
 def test_a_metrics_port_that_is_not_a_port_is_refused_naming_the_setting(port: Any):
     with pytest.raises(ConfigurationError, match="redisbeat_metrics_port"):
         Config(redis_url="redis://localhost", metrics_port=port)
+
+
+def test_messages_sent_expired_are_counted_in_the_metrics_and_the_summary_line(caplog):
+    port = free_port()
+    metrics = Metrics(port, "127.0.0.1")
+    observer = Observer("b", Activity(period=0))
+    observer.serve(metrics)
+    try:
+        observer.expired(3)
+        observer.expired(2)
+        assert scrape(port)["redisbeat_expired_messages_total"] == 5
+    finally:
+        metrics.close()
+    with caplog.at_level(logging.INFO, logger="redisbeat"):
+        summary = observer.activity.report()
+    assert summary is not None and summary["expired"] == 5
+    [line] = [r for r in caplog.records if "in the last" in r.getMessage()]
+    assert line.levelno == logging.WARNING
+    assert "5 message(s) sent after their expiry had passed" in line.getMessage()
 
 
 def test_the_dashboard_and_alert_rules_use_only_metrics_a_beat_serves():
