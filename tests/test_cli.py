@@ -424,6 +424,7 @@ def test_status_counts_entries_and_shows_each_beats_last_summary(
     assert report["counts"]["quarantined"] == 0
     stats = report["beats"][0]["stats"]
     assert stats["late_p99_ms"] >= stats["late_p50_ms"] >= 0
+    assert stats["expired"] == 0
     table = cli("status")
     assert table.exit_code == 0 and "1 beat(s) alive" in table.output
     listed = as_json(cli("beats", "--json"))

@@ -106,7 +106,15 @@ def _status_tables(
     )
     now = datetime.fromtimestamp(counts.now_ms / 1000, timezone.utc)
     tool.table(
-        ("beat", "last heartbeat", "sent (last period)", "late p50 / p99", "recovered", "missed"),
+        (
+            "beat",
+            "last heartbeat",
+            "sent (last period)",
+            "late p50 / p99",
+            "recovered",
+            "missed",
+            "sent expired",
+        ),
         ([beat.id, _ago(beat.last_seen, now), *_stat_cells(stats.get(beat.id))] for beat in beats),
         title=f"{len(beats)} beat(s) alive",
     )
@@ -114,10 +122,11 @@ def _status_tables(
 
 def _stat_cells(stats: dict[str, Any] | None) -> list[object]:
     if not stats:
-        return [None, None, None, None]
+        return [None, None, None, None, None]
     late = f"{stats.get('late_p50_ms', 0):.0f} / {stats.get('late_p99_ms', 0):.0f} ms"
-    sent, recovered, missed = (int(stats.get(k, 0)) for k in ("sent", "recovered", "missed"))
-    return [sent, late, recovered, missed]
+    counted = ("sent", "recovered", "missed", "expired")
+    sent, recovered, missed, expired = (int(stats.get(k, 0)) for k in counted)
+    return [sent, late, recovered, missed, expired]
 
 
 @click.command()

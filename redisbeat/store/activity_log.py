@@ -37,6 +37,7 @@ FIELDS = (
     "handed_back",
     "missed",
     "missed_entries",
+    "expired",
 )
 
 

@@ -40,6 +40,7 @@ SUMMARY = {
     "handed_back": 0,
     "missed": 3,
     "missed_entries": 1,
+    "expired": 2,
 }
 
 
@@ -106,6 +107,7 @@ def test_the_overview_page_shows_the_counts_the_beats_and_three_charts(
     html = admin_client.get(OVERVIEW).content.decode()
     assert 'data-count="delayed">7<' in html and 'data-count="quarantined">1<' in html
     assert "2 beats alive" in html and BEAT in html and "2 / 9 / 31" in html
+    assert 'data-stat="expired">2<' in html
     assert html.count('class="rb-chart"') == 3 and 'class="rb-bar"' in html
     assert f'data-url="{LIVE}"' in html and "overview.js" in html
     live = admin_client.get(LIVE).content.decode()
