@@ -6,6 +6,8 @@ real broker; here in the bounded CI profile, `make chaos` runs them longer and b
 
 from __future__ import annotations
 
+import base64
+import json
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -14,7 +16,7 @@ from typing import Any
 import pytest
 import redis
 
-from benchmarks.chaos.checker import Delivery, Timeline, judge, occurrences
+from benchmarks.chaos.checker import Delivery, Timeline, decode, judge, occurrences
 from benchmarks.chaos.cluster import Settings
 from benchmarks.chaos.report import markdown_table
 from benchmarks.chaos.rules import quiet_bound, rules
@@ -61,6 +63,17 @@ def verdict(
     outages: tuple[tuple[int, int], ...] = (),
 ) -> Any:
     return judge("t", PREFIX, timeline, deliveries, window=(T0, end), slack_ms=500, outages=outages)
+
+
+def test_a_message_no_scenario_entry_sent_is_not_judged() -> None:
+    # Celery's celery.backend_cleanup, which the beats' app sends daily at 04:00.
+    body = base64.b64encode(json.dumps([[], {}, {}]).encode()).decode()
+    properties = {"body_encoding": "base64"}
+    cleanup = {"body": body, "headers": {"id": "c"}, "properties": properties}
+    assert decode(json.dumps(cleanup).encode(), 1) is None
+    body = base64.b64encode(json.dumps([[], {"entry": "a"}, {}]).encode()).decode()
+    ours = {"body": body, "headers": {"id": "t"}, "properties": properties}
+    assert decode(json.dumps(ours).encode(), 1) == Delivery("t", "a", 1, None)
 
 
 def test_occurrences_come_from_the_definition_alone() -> None:

@@ -92,11 +92,14 @@ class QueueReader(QueuePopper):
     def __init__(self, url: str, queue: str = "celery", forward_to: str | None = None) -> None:
         super().__init__(url, queue, forward_to)
         self._decoded: list[Delivery] = []
+        self._read = 0
 
     def snapshot(self) -> list[Delivery]:
-        """Everything popped so far."""
+        """Everything popped so far that a scenario's entry sent."""
         have = len(self.raw)  # appended by one thread only: a prefix is always complete
-        self._decoded += [decode(raw, at) for at, raw in self.raw[len(self._decoded) : have]]
+        fresh = self.raw[self._read : have]
+        self._read = have
+        self._decoded += [d for at, raw in fresh if (d := decode(raw, at)) is not None]
         return list(self._decoded)
 
     def stop(self) -> list[Delivery]:
@@ -105,9 +108,13 @@ class QueueReader(QueuePopper):
         return self.snapshot()
 
 
-def decode(raw: bytes, arrived_ms: int) -> Delivery:
-    """The task id from a message's headers, the entry from its body."""
+def decode(raw: bytes, arrived_ms: int) -> Delivery | None:
+    """The task id from a message's headers, the entry from its body; None for a message no
+    scenario entry sent (the beats' app schedules Celery's celery.backend_cleanup daily at
+    04:00, which a run that crosses that hour sees)."""
     headers, kwargs = parse_message(raw)
+    if "entry" not in kwargs:
+        return None
     return Delivery(headers["id"], kwargs["entry"], arrived_ms, headers.get("expires"))
 
 
