@@ -117,6 +117,28 @@ def test_the_summary_counts_gaps_and_a_missing_tail_as_missed() -> None:
     assert check(EVERY_2S, stop_ms=40_000)["missed"] == 5
 
 
+def test_an_entry_that_never_ran_misses_only_what_fell_due_once_the_beats_sent() -> None:
+    # The beats took 8 s to start (a loaded machine): the first run, of another entry, then.
+    other = Execution("o", "orders.purge", 8_000, "other", 3_000, "host:101:abcd1234")
+
+    def missed(stop_ms: int) -> int:
+        summary = summarize(
+            [other],
+            labels={101: "beat-1", 102: "beat-2"},
+            logged_sent={"beat-1": 1},
+            periods={"digest": 2.0, "other": 60.0},
+            start_ms=0,
+            stop_ms=stop_ms,
+            web_status=200,
+            web_url="http://127.0.0.1:8000/admin/login/",
+        )
+        return summary.missed
+
+    assert missed(9_000) == 0
+    # Due at 10, 12 and 14 s, more than the slack before the stop: (16 - 2 - 8) / 2.
+    assert missed(16_000) == 3
+
+
 def test_the_summary_ignores_a_catch_up_run_due_before_the_start() -> None:
     assert check([run("digest", -50_000), *EVERY_2S])["missed"] == 0
 

@@ -177,9 +177,12 @@ def missed(
 
     A gap between consecutive due times longer than the period is a miss, except before the
     first occurrence of this run (a catch-up of older ones may precede it). An entry whose
-    last run is more than a period before the stop missed its tail.
+    last run is more than a period before the stop missed its tail; one that never ran, from
+    when the first task ran (the beats take longer to start on a busy machine).
     """
     total, details = 0, []
+    first_run = min((e.started_ms for e in executions), default=start_ms)
+    sending_from = max(start_ms + STARTUP_MS, first_run)
     for name, period in sorted(periods.items()):
         period_ms = period * 1000
         dues = sorted({e.due_ms for e in executions if e.entry == name and e.due_ms is not None})
@@ -188,7 +191,7 @@ def missed(
                 lost = round((after - before) / period_ms) - 1
                 total += lost
                 details.append(f"{name}: {lost} missed between {clock(before)} and {clock(after)}")
-        last = dues[-1] if dues else start_ms + STARTUP_MS
+        last = dues[-1] if dues else sending_from
         tail = math.floor((stop_ms - TAIL_SLACK_MS - last) / period_ms)
         if tail > 0:
             total += tail
