@@ -212,11 +212,16 @@ def run(
             result, problems, injected.faults, workload.edits, scenario.measure_only, load
         )
     finally:
-        if reader is not None:
-            reader.stop()
-        if worker is not None:
-            worker.stop()
-        cluster.stop()
+        # Each step whatever the one before raised: a failed scenario leaves nothing running.
+        try:
+            if reader is not None:
+                reader.stop_popping()
+        finally:
+            try:
+                if worker is not None:
+                    worker.stop()
+            finally:
+                cluster.stop()
 
 
 def _settings(scenario: Scenario) -> Settings:
