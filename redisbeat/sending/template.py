@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from celery import Celery, signals
@@ -299,10 +300,7 @@ class TaskMessages:
         Celery sends it (the worker discards the message), counted in ``expired``: Celery
         would log a warning per message, a storm when a beat drains a backlog of them."""
         if isinstance(expires, str):
-            try:
-                expires = datetime.fromisoformat(expires)
-            except ValueError:
-                return None
+            expires = _iso_time(expires)
         if isinstance(expires, datetime) and expires.utcoffset() is not None:
             seconds: float = (expires - self.app.now()).total_seconds()
         elif isinstance(expires, (int, float)) and not isinstance(expires, bool):
@@ -313,6 +311,15 @@ class TaskMessages:
             self.expired += 1
             return 0
         return seconds
+
+
+@lru_cache(maxsize=1024)
+def _iso_time(text: str) -> datetime | None:
+    """An entry's ISO ``expires`` read once, not per message; None if unreadable."""
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
 
 
 def _task_options(
