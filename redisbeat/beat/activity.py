@@ -101,9 +101,9 @@ class Activity:
             "missed_entries": len(self._missing),
             "expired": self._expired,
         }
-        missed = self._missed_words() + self._expired_words()
+        trouble = self._missed_words() + self._expired_words()
         log.log(
-            logging.WARNING if missed else logging.INFO,
+            logging.WARNING if trouble else logging.INFO,
             "redisbeat: in the last %.0f s this beat sent %d occurrence(s) (%s); "
             "recovered %d claim(s) of stopped beats; skipped %d, failed %d, handed back %d%s",
             now - self._since,
@@ -113,7 +113,7 @@ class Activity:
             counts["skipped"],
             counts["failed"],
             counts["release"],
-            missed,
+            trouble,
         )
         self._reset(now)
         return summary
