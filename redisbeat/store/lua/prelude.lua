@@ -1,9 +1,9 @@
+-- Put in front of every script by scripts.py: the key type check, the Redis clock and the
+-- decoding of a record, spelled once.
 -- The globals a send's scripts call per entry, as locals: a global is looked up by name
 -- each time it is read.
 local tonumber, tostring, type, ipairs, pairs = tonumber, tostring, type, ipairs, pairs
 local pcall, unpack, string, math, redis, cjson = pcall, unpack, string, math, redis, cjson
--- Put in front of every script by scripts.py: the key type check, the Redis clock and the
--- decoding of a record, spelled once.
 -- wrong_type({'zset', 'hash', ...}) checks KEYS[1], KEYS[2], ... before the script touches
 -- anything. A key holding another type gives one error naming the key, rather than a
 -- WRONGTYPE halfway through the script's writes (Redis does not undo a script's earlier
