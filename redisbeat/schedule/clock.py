@@ -5,10 +5,12 @@ Redis scores and the Lua scripts count integer milliseconds; these convert at th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
+from functools import lru_cache
 from typing import TypeGuard
 
-__all__ = ["MAX_MS", "from_ms", "to_ms", "valid_ms"]
+__all__ = ["MAX_MS", "from_ms", "time_to_live", "to_ms", "valid_ms"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MS = timedelta(milliseconds=1)
@@ -34,3 +36,25 @@ def valid_ms(ms: object) -> TypeGuard[float]:
 def from_ms(ms: int) -> datetime:
     """The aware UTC datetime ``ms`` milliseconds after the Unix epoch."""
     return _EPOCH + timedelta(milliseconds=ms)
+
+
+def time_to_live(expires: object, now: Callable[[], datetime]) -> float | None:
+    """Seconds until a task's ``expires`` (seconds, an aware datetime or its ISO string),
+    as Celery works them out; negative once past. None for what only Celery reads: a time
+    without a UTC offset, a string this Python's ``datetime.fromisoformat`` does not read."""
+    if isinstance(expires, str):
+        expires = _iso_time(expires)
+    if isinstance(expires, datetime) and expires.utcoffset() is not None:
+        return (expires - now()).total_seconds()
+    if isinstance(expires, (int, float)) and not isinstance(expires, bool):
+        return expires
+    return None
+
+
+@lru_cache(maxsize=1024)
+def _iso_time(text: str) -> datetime | None:
+    """An entry's ISO ``expires`` read once, not for every message it sends."""
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None

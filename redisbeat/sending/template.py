@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
 from typing import Any
 
 from celery import Celery, signals
@@ -26,6 +25,7 @@ from celery.app.amqp import AMQP
 from celery.app.routes import MapRoute
 from celery.app.task import Task
 
+from ..schedule.clock import time_to_live
 from ..schedule.entry import Entry
 from . import celery_internals as internals
 from .lists import Lists
@@ -294,32 +294,15 @@ class TaskMessages:
         return Published(task_id, t.name, body, headers, exchange, routing_key)
 
     def _expiration(self, expires: Any) -> float | None:
-        """The message's time to live in seconds, as Celery.send_task works it out; None
-        for what only it handles (a time without a UTC offset, a string this Python's
-        ``datetime.fromisoformat`` does not read). An expiry already past lives 0 s, as
-        Celery sends it (the worker discards the message), counted in ``expired``: Celery
-        would log a warning per message, a storm when a beat drains a backlog of them."""
-        if isinstance(expires, str):
-            expires = _iso_time(expires)
-        if isinstance(expires, datetime) and expires.utcoffset() is not None:
-            seconds: float = (expires - self.app.now()).total_seconds()
-        elif isinstance(expires, (int, float)) and not isinstance(expires, bool):
-            seconds = expires
-        else:
-            return None
-        if seconds < 0:
+        """The message's time to live in seconds, as Celery.send_task works it out (None:
+        only it handles this ``expires``). An expiry already past lives 0 s, as Celery sends
+        it (the worker discards the message), counted in ``expired``: Celery would log a
+        warning per message, a storm when a beat drains a backlog of them."""
+        seconds = time_to_live(expires, self.app.now)
+        if seconds is not None and seconds < 0:
             self.expired += 1
             return 0
         return seconds
-
-
-@lru_cache(maxsize=1024)
-def _iso_time(text: str) -> datetime | None:
-    """An entry's ISO ``expires`` read once, not per message; None if unreadable."""
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError:
-        return None
 
 
 def _task_options(
