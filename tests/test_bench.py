@@ -243,6 +243,10 @@ def test_a_toy_backlog_sends_each_delayed_task_once_and_each_periodic_entry_once
     assert (row["periodic sent more than once"], row["periodic unsent"]) == (0, 0)
     assert row["drain s"] > 0 and row["drain/s"] > 0 and row["peak/s"] > 0
     assert row["beat peak RSS MiB"] > 0 and row["log lines"] >= 0
+    # The chart: one point per whole second of the drain, its best second the peak.
+    seconds = [x for x, _ in table.series["drain"]]
+    assert seconds == [float(s) for s in range(len(seconds))]
+    assert max((y for _, y in table.series["drain"]), default=row["peak/s"]) == row["peak/s"]
 
 
 def test_a_toy_instrumented_run_measures_the_cold_start_without_and_with_a_traceparent_receiver(

@@ -48,6 +48,7 @@ def backlog(rig: Rig, profile: Profile, schedulers: list[str]) -> Table:
         "backlog",
         f"Backlog: every beat stopped for {minutes} minutes, then {BEATS} started",
         COLUMNS,
+        axes=("seconds since the backlog's first message", "messages per second"),
     )
     if REDISBEAT not in schedulers:
         return table
@@ -68,7 +69,7 @@ def backlog(rig: Rig, profile: Profile, schedulers: list[str]) -> Table:
     got += rig.sink.arrivals(len(got))
     started = min(p.started_ms for p in procs)
     row: dict[str, Any] = {"beats": BEATS, "delayed": len(delayed), "periodic": len(periodic)}
-    row |= _drain(got, delayed, periodic, started)
+    row |= _drain(got, delayed, periodic, started, table.series.setdefault("drain", []))
     fires = judge(delayed, got, (stopped, stopped + OUTAGE_MS))
     row |= {"delayed missed": fires.missed, "delayed doubled": fires.doubles}
     row |= _coalesced(got, periodic, started)
@@ -113,11 +114,15 @@ def _drained(rig: Rig, procs: list[BeatProcess], specs: list[Spec]) -> list[Arri
 
 
 def _drain(
-    got: list[Arrival], delayed: list[Spec], periodic: list[Spec], started_ms: int
+    got: list[Arrival],
+    delayed: list[Spec],
+    periodic: list[Spec],
+    started_ms: int,
+    series: list[tuple[float, float]],
 ) -> dict[str, Any]:
     """The backlog (every delayed task's message, each periodic entry's first): from the
     beats' start to its last message, its mean rate from first to last message, and its
-    best whole second."""
+    best whole second; each whole second's count is appended to ``series``."""
     names = {s.name for s in delayed}
     at = [a.arrived_ms for a in got if a.entry in names]
     at += [a[0].arrived_ms for a in _by_entry(got, periodic).values() if a]
@@ -128,6 +133,7 @@ def _drain(
     whole = (last - first) // 1000  # seconds the last, partial one is not among
     per_second = Counter((t - first) // 1000 for t in at if (t - first) // 1000 < whole)
     peak = max(per_second.values(), default=rate)
+    series.extend((float(second), float(per_second[second])) for second in range(whole))
     return {
         "drain s": round((last - started_ms) / 1000, 1),
         "drain/s": round(rate),
