@@ -21,7 +21,6 @@ from test_dispatcher import dispatcher, every, make_due
 
 from redisbeat import Entry, ScheduleStore
 from redisbeat.beat.loop import Dispatcher
-from redisbeat.store.scripts import UPSERT
 from redisbeat_testkit.messages import read_queue
 from redisbeat_testkit.ports import wait_until
 from redisbeat_testkit.processes import Beats
@@ -248,9 +247,9 @@ def test_script_flush_between_ticks_is_invisible(store, admin, logs):
 def test_script_flush_inside_a_write_pipeline_neither_fails_nor_misreports(
     store, admin, monkeypatch
 ):
-    # The scripts are gone just as a pipeline of EVALSHAs goes out.
-    store.now_ms()  # connected, so the flush is not the first thing the store meets
-    admin.script_load(UPSERT.source)
+    # The scripts are gone just as a pipeline of EVALSHAs goes out, after the store loaded
+    # them (so it does not load them in front of the pipeline).
+    store.upsert(every("loaded", 60))
     execute = Pipeline.execute
     flushes = []
 
@@ -264,7 +263,15 @@ def test_script_flush_inside_a_write_pipeline_neither_fails_nor_misreports(
     report = store.sync_source("config", [every(f"e{i}", 60, source="config") for i in range(3)])
     assert error_count(admin, "NOSCRIPT") > before and flushes
     assert report.added == ["e0", "e1", "e2"] and report.unchanged == 0
-    assert {e.name for e in store} == {"e0", "e1", "e2"}
+    assert {e.name for e in store} == {"loaded", "e0", "e1", "e2"}
+
+
+def test_a_first_sync_on_a_fresh_server_loads_its_scripts_without_noscript_errors(store, admin):
+    admin.script_flush()  # as a server just started, or restarted
+    before = error_count(admin, "NOSCRIPT")
+    assert store.upsert_many(every(f"e{i}", 60) for i in range(3_000)) == 3_000
+    assert error_count(admin, "NOSCRIPT") == before
+    assert store.client.zcard(store.keys.schedule) == 3_000
 
 
 # -- WRONGTYPE ---------------------------------------------------------------------------------
