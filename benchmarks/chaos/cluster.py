@@ -22,6 +22,7 @@ from redisbeat_testkit.redis_server import RedisServer
 from redisbeat_testkit.sentinel import SentinelGroup
 
 from .store_cluster import StoreCluster
+from .workload import STEADY
 
 
 def _beats_or_none(store: ScheduleStore) -> list[BeatInfo]:
@@ -86,6 +87,7 @@ class Cluster:
             "TEST_WAIT_REPLICAS": str(s.wait_replicas),
             "TEST_SHARDS": str(s.shards),
             "TEST_FREEZE_DIR": str(self.directory / "freeze"),
+            "TEST_FREEZE_ONLY": STEADY,
         }
         if s.sentinel:
             self.sentinel = SentinelGroup(self.directory / "sentinel")

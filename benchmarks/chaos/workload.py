@@ -33,6 +33,11 @@ TASK = "proj.ping"
 ZONES = ("UTC", "Asia/Kathmandu", "America/New_York", "Australia/Lord_Howe")
 
 
+#: The first entries' names start so, and no edit touches them: a beat frozen after sending
+#: one of them (the kill -9 scenario) is known to leave a claim that must be sent again.
+STEADY = "chaos-0000"
+
+
 class Workload:
     """Builds the entries, writes them and edits them, recording every version."""
 
@@ -110,7 +115,7 @@ class Workload:
         kind = self.rng.choice(["add", "remove", "period", "disable", "enable"])
         if kind == "enable" and not self.disabled:
             kind = "disable"
-        candidates = sorted(set(self.live) - self.disabled)
+        candidates = sorted(n for n in set(self.live) - self.disabled if not n.startswith(STEADY))
         name = self.rng.choice(candidates) if kind in ("remove", "period", "disable") else ""
         if kind == "add":
             self._write(self.periodic(self._soon()), "upsert")

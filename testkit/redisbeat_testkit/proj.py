@@ -135,14 +135,23 @@ def flaky(self: Any) -> None:
 _published = 0
 
 
+def _frozen_on(kwargs: dict[str, Any]) -> bool:
+    """Whether the message ``after_task_publish`` was told of is one to freeze on."""
+    only = os.environ.get("TEST_FREEZE_ONLY", "")
+    body = kwargs.get("body")
+    task_kwargs = body[1] if isinstance(body, (tuple, list)) and len(body) > 1 else {}
+    return str(task_kwargs.get("entry", "")).startswith(only)
+
+
 @after_task_publish.connect
 def _freeze_mid_batch(**kwargs: Any) -> None:
     """Test hook: after the Nth send, say so in a file and hang, so a test can kill -9 us;
     or, with TEST_FREEZE_DIR, after the first send once ``<dir>/<pid>.freeze`` exists (the
-    batch is on the broker and not recorded yet), saying so in ``<dir>/<pid>.frozen``."""
+    batch is on the broker and not recorded yet), saying so in ``<dir>/<pid>.frozen``; with
+    TEST_FREEZE_ONLY, the first send of an entry whose name starts so."""
     global _published
     freeze = os.environ.get("TEST_FREEZE_DIR")
-    if freeze and Path(freeze, f"{os.getpid()}.freeze").exists():
+    if freeze and Path(freeze, f"{os.getpid()}.freeze").exists() and _frozen_on(kwargs):
         Path(freeze, f"{os.getpid()}.frozen").write_text("")
         time.sleep(3600)
     marker = os.environ.get("TEST_FREEZE_MARKER")
