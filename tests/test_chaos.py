@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,6 +21,7 @@ import redis
 
 from benchmarks.chaos.checker import Delivery, Timeline, decode, judge, occurrences
 from benchmarks.chaos.cluster import Settings
+from benchmarks.chaos.contention import RunQueueWait, family
 from benchmarks.chaos.report import markdown_table
 from benchmarks.chaos.rules import quiet_bound, rules
 from benchmarks.chaos.scenarios import CI, SCENARIOS, Outcome, run
@@ -205,7 +209,10 @@ def test_a_duplicate_run_at_the_worker_breaks_the_rules_a_duplicate_send_does_no
         "1 occurrences delivered and never run at the worker"
     ]
     table = markdown_table([Outcome(twice, []), Outcome(v, [])])
-    assert "| 1 of 5 | 0.0 to 0.0 | pass |" in table and "| — | 0.0 to 0.0 | pass |" in table
+    assert (
+        "| 1 of 5 | 0.0 to 0.0, 0 ms | pass |" in table
+        and "| — | 0.0 to 0.0, 0 ms | pass |" in table
+    )
 
 
 class _GroupWithAStubbornReplica(SentinelGroup):
@@ -266,8 +273,24 @@ def test_the_quiet_lateness_bound_grows_as_the_hosts_cores_are_oversubscribed() 
     ]
     assert rules(v, SCENARIOS["no faults"], SETTINGS, quiet_bound(6.0, cores=2)) == []
     # The table says how loaded the host was, so a figure from a busy host reads as one.
-    table = markdown_table([Outcome(v, [], load=(1.25, 6.5))])
-    assert "| 1.2 to 6.5 | pass |" in table
+    table = markdown_table([Outcome(v, [], load=(1.25, 6.5), waited_ms=1234)])
+    assert "| 1.2 to 6.5, 1,234 ms | pass |" in table
+
+
+def test_the_run_queue_wait_counts_what_the_runs_processes_waited_for_a_core() -> None:
+    # More busy children than cores: each waits for one about as long as it runs.
+    spin = "import time\nend = time.time() + 1.5\nwhile time.time() < end: pass"
+    busy = (os.cpu_count() or 1) + 2
+    contention = RunQueueWait(window=1.0, every=0.1).start()
+    children = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(busy)]
+    try:
+        assert {c.pid for c in children} <= family(os.getpid())
+    finally:
+        for child in children:
+            child.wait(timeout=30)
+    # Two more busy processes than cores: in a second when all of them spin, two seconds
+    # of waiting between them; at least half of that whatever else the host runs.
+    assert contention.worst_ms() >= 1000
 
 
 def test_a_takeover_caught_by_the_next_fault_may_be_a_lease_later_and_no_more() -> None:

@@ -72,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
                         "faults_injected": o.faults,
                         "edits": o.edits,
                         "load_1min": list(o.load),
+                        "run_queue_wait_ms": o.waited_ms,
                         "violations": o.violations,
                     }
                     for o in outcomes

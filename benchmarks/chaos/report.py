@@ -30,7 +30,8 @@ def markdown_table(outcomes: list[Outcome]) -> str:
             f"| {v.coalesced:,} | {v.missed} | {v.repeated_same_id} | {v.repeated_other_id} "
             f"| {v.writes_lost} "
             f"| {v.early_ms} | {v.late_p50_ms} / {v.late_p99_ms} / {v.late_max_ms} "
-            f"| {_worker_column(v)} | {o.load[0]:.1f} to {o.load[1]:.1f} | {_rules_column(o)} |"
+            f"| {_worker_column(v)} | {o.load[0]:.1f} to {o.load[1]:.1f}, {o.waited_ms:,} ms "
+            f"| {_rules_column(o)} |"
         )
     return "\n".join(rows)
 

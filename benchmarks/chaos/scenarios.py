@@ -17,6 +17,7 @@ from redisbeat_testkit.proxy import TcpProxy
 
 from .checker import Delivery, QueueReader, Timeline, Verdict, judge, lost_writes
 from .cluster import Cluster, Settings
+from .contention import RunQueueWait
 from .faults import (
     Fault,
     broker_stall,
@@ -31,7 +32,7 @@ from .faults import (
     sentinel_failover,
     sigterm,
 )
-from .rules import FAULT_LATE_MARGIN_MS, quiet_bound, rules
+from .rules import FAULT_LATE_MARGIN_MS, QUIET_LATE_MS, quiet_bound, rules
 from .worker import QUEUE, ChaosWorker
 from .workload import Workload
 
@@ -143,6 +144,9 @@ class Outcome:
     #: The host's 1-minute load average when the scenario started and ended: lateness on a
     #: host whose cores are oversubscribed is the host's, and the table says so.
     load: tuple[float, float] = (0.0, 0.0)
+    #: The most (ms) the run's own processes waited for a core within any two seconds: a
+    #: send is late by at most the quiet bound plus that wait (see contention).
+    waited_ms: int = 0
 
 
 @dataclass
@@ -172,6 +176,7 @@ def run(
     cluster = Cluster(directory, settings)
     reader: QueueReader | None = None
     worker: ChaosWorker | None = None
+    contention = RunQueueWait()
     try:
         _start(cluster, scenario, profile)
         broker = cluster.broker_server.url(0)
@@ -179,6 +184,7 @@ def run(
             worker = ChaosWorker(directory, cluster.beats.env, broker).start()
         reader = QueueReader(broker, forward_to=QUEUE if worker else None).start()
         cluster.start_beats(profile.beats)
+        contention.start()
         store = cluster.store()
         timeline = Timeline()
         workload = Workload(store, timeline, rng)
@@ -196,6 +202,7 @@ def run(
         # its claims until then, and the copies sent after it are part of the verdict.
         settled = max((outage[1] for outage in injected.outages), default=0)
         _wait_while_missing(verdict, reader, settings.lease_seconds + 12, settled)
+        waited_ms = contention.worst_ms()
         store.close()
         cluster.beats.stop_all()
         codes = cluster.exit_codes()
@@ -203,16 +210,24 @@ def run(
         reader = None
         result = _ran(worker, deliveries, verdict(deliveries))
         load = (load_before, os.getloadavg()[0])
-        problems = rules(result, scenario, settings, quiet_bound(max(load)))
+        quiet_ms = max(quiet_bound(max(load)), QUIET_LATE_MS + waited_ms)
+        problems = rules(result, scenario, settings, quiet_ms)
         problems += _crashed(cluster, codes, injected.killed)
         if problems:
             (directory / "beats.log").write_text(cluster.beat_logs())
             (directory / "worker.log").write_text(worker.output() if worker else "")
         return Outcome(
-            result, problems, injected.faults, workload.edits, scenario.measure_only, load
+            result,
+            problems,
+            injected.faults,
+            workload.edits,
+            scenario.measure_only,
+            load,
+            waited_ms,
         )
     finally:
         # Each step whatever the one before raised: a failed scenario leaves nothing running.
+        contention.stop()
         try:
             if reader is not None:
                 reader.stop_popping()
