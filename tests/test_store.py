@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
@@ -313,6 +314,16 @@ def test_a_stored_definition_that_never_fires_fails_to_load_naming_the_entry_and
     with pytest.raises(CorruptEntry) as info:
         Entry.loads(raw, "feb-31")
     assert info.value.name == "feb-31" and info.value.field == "schedule.expr"
+
+
+def test_a_stored_time_that_ends_in_z_reads_as_utc_on_every_python():
+    # Written by another tool (JavaScript's toISOString): Python 3.10 alone reads no "Z".
+    start = datetime(2030, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    stored = json.dumps({**json.loads(entry("z").dumps()), "start_at": "2030-01-02T03:04:05Z"})
+    assert Entry.loads(stored, "z").start_at == start
+    with pytest.raises(CorruptEntry) as info:
+        Entry.loads(stored.replace("05Z", "05Q"), "z")
+    assert (info.value.name, info.value.field) == ("z", "start_at")
 
 
 def test_a_client_that_returns_bytes_is_refused_up_front(redis_server):

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from ..schedule.clock import parse_iso
 from ..schedule.documents import entry_from_document
 from .checking import check_tasks, unregistered_ok
 from .context import NOT_FOUND, Failed, Tool, guarded, pass_tool
@@ -226,7 +227,7 @@ def resume(tool: Tool, names: tuple[str, ...]) -> None:
 
 def _aware_time(option: str, text: str) -> datetime:
     try:
-        at = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+        at = parse_iso(text)
     except ValueError:
         raise click.BadParameter(
             f"not an ISO 8601 time: {text!r}", param_hint=f"--{option}"

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import TypeGuard
 
-__all__ = ["MAX_MS", "from_ms", "time_to_live", "to_ms", "valid_ms"]
+__all__ = ["MAX_MS", "from_ms", "parse_iso", "time_to_live", "to_ms", "valid_ms"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MS = timedelta(milliseconds=1)
@@ -38,10 +38,18 @@ def from_ms(ms: int) -> datetime:
     return _EPOCH + timedelta(milliseconds=ms)
 
 
+def parse_iso(text: str) -> datetime:
+    """An ISO 8601 time as ``datetime.fromisoformat`` reads it, a trailing ``Z`` for UTC
+    included on every Python (3.10's does not read one); ValueError when it is not one."""
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    return datetime.fromisoformat(text)
+
+
 def time_to_live(expires: object, now: Callable[[], datetime]) -> float | None:
     """Seconds until a task's ``expires`` (seconds, an aware datetime or its ISO string),
     as Celery works them out; negative once past. None for what only Celery reads: a time
-    without a UTC offset, a string this Python's ``datetime.fromisoformat`` does not read."""
+    without a UTC offset, a string ``parse_iso`` does not read."""
     if isinstance(expires, str):
         expires = _iso_time(expires)
     if isinstance(expires, datetime) and expires.utcoffset() is not None:
@@ -55,6 +63,6 @@ def time_to_live(expires: object, now: Callable[[], datetime]) -> float | None:
 def _iso_time(text: str) -> datetime | None:
     """An entry's ISO ``expires`` read once, not for every message it sends."""
     try:
-        return datetime.fromisoformat(text)
+        return parse_iso(text)
     except ValueError:
         return None

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import InvalidSchedule
+from .clock import parse_iso
 from .cron import CRONTAB_FIELDS
 from .kinds import Clocked, Cron, Crontab, Interval, Schedule, Solar
 
@@ -56,10 +57,8 @@ def to_json(schedule: Schedule) -> dict[str, Any]:
 
 
 def _parse_at(text: str) -> datetime:
-    # Python 3.10's fromisoformat does not read a trailing "Z".
-    iso = text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text
     try:
-        return datetime.fromisoformat(iso)
+        return parse_iso(text)
     except ValueError:
         raise InvalidSchedule("schedule.at", f"not an ISO 8601 datetime: {text!r}") from None
 

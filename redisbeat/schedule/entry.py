@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import CorruptEntry, InvalidEntry, InvalidSchedule
+from .clock import parse_iso
 from .codec import from_json as schedule_from_json
 from .codec import to_json as schedule_to_json
 from .kinds import Schedule, as_schedule, fixed_offset, with_defaults
@@ -269,7 +270,7 @@ def _non_negative(value: Any) -> bool:
 
 def _parse_time(name: str, key: str, value: Any) -> datetime:
     try:
-        parsed = datetime.fromisoformat(value)
-    except (TypeError, ValueError):
+        parsed = parse_iso(value)
+    except (TypeError, AttributeError, ValueError):
         raise CorruptEntry(name, key, f"is not an ISO 8601 time: {value!r}") from None
     return parsed
