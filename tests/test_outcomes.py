@@ -132,6 +132,40 @@ def test_a_running_marker_is_cleared_by_its_own_end_only_and_expires(store, clie
     wait_until(lambda: store.running(["e"], store.now_ms()) == {}, 5, "the marker to expire")
 
 
+def test_a_retrys_end_stays_the_outcome_when_the_try_it_retried_records_its_end_later(
+    store, client
+):
+    # Two worker processes: the retry (try 1) starts and ends on one before the first try,
+    # which published it, records its own end on the other.
+    store.history_size = 10
+    store.upsert(every("e"))
+    make_due(client, store, "e", 5)
+    rec = Recorder()
+    dispatcher(store, rec).tick()
+    [(_, due, task_id)] = rec.sent
+    store.run_started("e", task_id, due, "w1")
+    store.run_started("e", task_id, due, "w2", retries=1)
+    store.run_ended("e", task_id, due, "w1", "retried", retries=0)
+    now = store.now_ms()
+    assert store.running(["e"], now)["e"].worker == "w2"  # the retry still runs
+    store.run_ended("e", task_id, due, "w2", "succeeded", retries=1)
+    assert store.running(["e"], now) == {}
+    store.run_started("e", task_id, due, "w3", retries=2)  # as if retried once more,
+    store.run_ended("e", task_id, due, "w1", "retried", retries=1)  # told late again
+    store.run_ended("e", task_id, due, "w3", "failed", "KeyError", retries=2)
+    [run] = store.history("e")
+    assert (run.task_id, run.outcome, run.exception, run.worker) == (
+        task_id,
+        "failed",
+        "KeyError",
+        "w3",
+    )
+    last = store.state("e").last_outcome
+    assert (last.task_id, last.outcome) == (task_id, "failed")
+    store.run_ended("e", task_id, due, "w1", "retried", retries=0)  # the latest try stays
+    assert store.history("e")[0].outcome == store.state("e").last_outcome.outcome == "failed"
+
+
 def test_jitter_defers_the_occurrence_and_every_beat_sends_it_under_its_own_id(store, client):
     store.upsert(every("e", 10, jitter=5))
     due = make_due(client, store, "e", 1)

@@ -117,7 +117,11 @@ def test_a_worker_records_retried_and_revoked_runs(redis_server, prefix, beats_f
         runs = store.history(name, 10)
         return list(dict.fromkeys(r.outcome for r in runs if r.outcome and r.result != "duplicate"))
 
-    wait_until(lambda: outcomes("flaky") == ["succeeded"] and outcomes("revoked"), 60, "the runs")
+    try:
+        wait_until(lambda: outcomes("flaky") == ["succeeded"] and outcomes("revoked"), 60, "runs")
+    except AssertionError:
+        histories = {name: store.history(name, 10) for name in ("flaky", "revoked")}
+        raise AssertionError(f"{histories}\n{worker.output()[-5000:]}") from None
     # The send shows how its last try ended; each try's end is in the history's records.
     raw = store.client.lrange(store.keys.history("flaky"), 0, -1)
     tries = [json.loads(r)["outcome"] for r in raw if json.loads(r)["kind"] == "run"]

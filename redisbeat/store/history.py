@@ -52,7 +52,11 @@ def join_history(records: list[dict[str, Any]]) -> list[Run]:
     outcomes: dict[str, dict[str, Any]] = {}
     for r in records:
         if r.get("kind") == "run":
-            outcomes.setdefault(str(r.get("task_id", "")), r)
+            # The last try's: a retry can end on one worker process before the try it
+            # retries has recorded its own end on another.
+            task_id = str(r.get("task_id", ""))
+            if task_id not in outcomes or _try(r) > _try(outcomes[task_id]):
+                outcomes[task_id] = r
     runs: list[Run] = []
     told = {str(r.get("task_id") or "") for r in records if r.get("kind") == "send"}
     for r in records:
@@ -66,6 +70,13 @@ def join_history(records: list[dict[str, Any]]) -> list[Run]:
             runs.append(_duplicate(r))
     runs.sort(key=lambda run: run.sent_at or run.ended or run.due or _EPOCH, reverse=True)
     return runs
+
+
+def _try(run: dict[str, Any]) -> int:
+    """Which try of its task a run record is (0: the first; records before tries were
+    counted are first tries)."""
+    retries = run.get("retries")
+    return retries if isinstance(retries, int) and not isinstance(retries, bool) else 0
 
 
 def _run(send: dict[str, Any], run: dict[str, Any] | None) -> Run:

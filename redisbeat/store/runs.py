@@ -107,7 +107,9 @@ class RunCalls(StoreBase):
     ) -> None:
         """Mark the entry as running this task (until it ends, or ``run_expiry`` passes),
         and this try of the task id as started (``retries``: the tries before it)."""
-        run = {"task_id": task_id, "due": due_ms, "worker": worker}
+        run: dict[str, Any] = {"task_id": task_id, "due": due_ms, "worker": worker}
+        if retries:
+            run["retries"] = retries
         self._track("start", name, run, self.run_expiry_ms, retries)
 
     @translated
@@ -125,6 +127,8 @@ class RunCalls(StoreBase):
         run = {"task_id": task_id, "due": due_ms, "worker": worker, "outcome": outcome}
         if exception:
             run["exception"] = exception
+        if retries:
+            run["retries"] = retries
         self._track("end", name, run, self.history_size, retries)
 
     @translated

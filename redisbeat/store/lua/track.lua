@@ -58,11 +58,17 @@ if ARGV[1] == 'start' then
   return 1
 end
 
+-- A try's end clears its own run's marker, not a later try's: a retry may start (on another
+-- worker process) before the try it retries has recorded its end.
+local function try(r)
+  return tonumber(r.retries) or 0
+end
 local marker = record(redis.call('HGET', KEYS[1], name))
-if marker and marker.task_id == run.task_id then
+local same = marker and marker.task_id == run.task_id
+if same and try(marker) <= try(run) then
   redis.call('HDEL', KEYS[1], name)
 end
-if marker and tonumber(marker.started) and marker.task_id == run.task_id then
+if same and tonumber(marker.started) and try(marker) == try(run) then
   run.started = tonumber(marker.started)
 end
 run.ended = now
@@ -91,10 +97,13 @@ if not raw then
   raw = '{}'
 end
 local decoded, state = pcall(cjson.decode, raw)
-if decoded and type(state) == 'table' then
+local last = decoded and type(state) == 'table' and state.last_outcome
+-- The last try's outcome stays the entry's when an earlier try's end is recorded after it.
+local earlier = type(last) == 'table' and last.task_id == run.task_id and try(last) > try(run)
+if decoded and type(state) == 'table' and not earlier then
   state.last_outcome = {task_id = run.task_id, due = run.due, outcome = run.outcome,
                         exception = run.exception, at = now, runtime = run.runtime,
-                        detail = run.detail}
+                        detail = run.detail, retries = run.retries}
   redis.call('HSET', KEYS[2], name, cjson.encode(state))
 end
 local size = tonumber(ARGV[4])
