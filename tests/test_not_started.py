@@ -110,6 +110,13 @@ def test_runs_a_worker_could_not_start_are_outcomes_that_show_list_and_the_metri
     assert "last run could not start (rejected): the worker refused the message" in table
 
     for name, outcome in (("noTask", "unregistered"), ("pickled", "rejected")):
+        # A worker refuses a message as it arrives, maybe before the beat has finished the
+        # send: its row is there once it has.
+        wait_until(
+            lambda name=name: any(r.result == "sent" for r in store.history(name)),
+            10,
+            f"the beat's finish of the send of {name}",
+        )
         # Each send's row (a starved machine's beat may send one again under its task id).
         runs = [r for r in store.history(name) if r.outcome and r.result != "duplicate"]
         assert {(r.result, r.outcome, r.worker) for r in runs} == {

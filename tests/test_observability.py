@@ -276,4 +276,5 @@ def test_several_beats_on_one_host_serve_their_metrics_on_one_port(
         return now if now.get(key, 0) > counted else None
 
     wait_until(taken_over, 60, "the other beat to serve the metrics of both")
-    assert "serving metrics" in other.output()
+    # Logged once its server is up, which a scrape can reach a moment before.
+    wait_until(lambda: "serving metrics" in other.output(), 10, "the takeover's log line")
