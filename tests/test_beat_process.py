@@ -23,7 +23,7 @@ def test_the_banner_names_the_beat_id_the_beat_uses_and_says_a_worker_runs_the_t
     wait_until(lambda: len(store.beats()) == 1, 30, "the beat to register")
     [registered] = store.beats()
     sent: list = []
-    wait_until(lambda: sent.extend(read_queue(queue)) or sent, 10, "a send")
+    wait_until(lambda: sent.extend(read_queue(queue)) or sent, 30, "a send")
     beats.stop_all()
     output = beat.output()
     [banner_id] = re.findall(r"\. beat id -> (\S+)", output)
