@@ -27,13 +27,14 @@ FAULT_LATE_MARGIN_MS = 4000
 QUIET_LATE_MS = 500
 
 
-def quiet_bound(load: float, cores: int | None = None) -> int:
+def quiet_bound(load: float, cores: int | None = None, waited_ms: int = 0) -> int:
     """The lateness allowed without faults (ms) on a host with this 1-minute load average:
     sending is CPU work, so a host whose runnable processes outnumber its cores k to 1 makes
     it k times slower (measured beside `stress-ng --cpu 2`, load 5 to 9 on 2 cores: 241 to
-    1,035 ms)."""
+    1,035 ms). A burst the load average misses shows in ``waited_ms``, the most the run's
+    processes waited for a core within two seconds (see contention): it is allowed on top."""
     oversubscribed = load / (cores or os.cpu_count() or 1)
-    return int(QUIET_LATE_MS * max(1.0, oversubscribed))
+    return max(int(QUIET_LATE_MS * max(1.0, oversubscribed)), QUIET_LATE_MS + waited_ms)
 
 
 def rules(

@@ -32,7 +32,7 @@ from .faults import (
     sentinel_failover,
     sigterm,
 )
-from .rules import FAULT_LATE_MARGIN_MS, QUIET_LATE_MS, quiet_bound, rules
+from .rules import FAULT_LATE_MARGIN_MS, quiet_bound, rules
 from .worker import QUEUE, ChaosWorker
 from .workload import Workload
 
@@ -210,7 +210,7 @@ def run(
         reader = None
         result = _ran(worker, deliveries, verdict(deliveries))
         load = (load_before, os.getloadavg()[0])
-        quiet_ms = max(quiet_bound(max(load)), QUIET_LATE_MS + waited_ms)
+        quiet_ms = quiet_bound(max(load), waited_ms=waited_ms)
         problems = rules(result, scenario, settings, quiet_ms)
         problems += _crashed(cluster, codes, injected.killed)
         if problems:

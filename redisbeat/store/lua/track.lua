@@ -99,8 +99,8 @@ end
 local decoded, state = pcall(cjson.decode, raw)
 local last = decoded and type(state) == 'table' and state.last_outcome
 -- The last try's outcome stays the entry's when an earlier try's end is recorded after it.
-local earlier = type(last) == 'table' and last.task_id == run.task_id and try(last) > try(run)
-if decoded and type(state) == 'table' and not earlier then
+local later = type(last) == 'table' and last.task_id == run.task_id and try(last) > try(run)
+if decoded and type(state) == 'table' and not later then
   state.last_outcome = {task_id = run.task_id, due = run.due, outcome = run.outcome,
                         exception = run.exception, at = now, runtime = run.runtime,
                         detail = run.detail, retries = run.retries}
