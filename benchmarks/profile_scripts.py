@@ -172,27 +172,30 @@ class Meter:
             subprocess.run(switch, check=True, capture_output=True)
 
     def start(self, phase: str) -> None:
+        self.cpu[phase] = self.cpu.get(phase, 0.0) - self._used()
         self._count(phase, True)
-        self.cpu[phase] = self._used()
 
     def stop(self, phase: str) -> None:
-        self.cpu[phase] = self._used() - self.cpu[phase]
         self._count(phase, False)
+        self.cpu[phase] += self._used()
 
 
 def _round(store: Any, args: argparse.Namespace, meter: Meter | None) -> int:
-    """Claim ``batches`` full batches, then finish each as sent; measured by ``meter``."""
+    """Claim ``batches`` full batches, finishing each as sent; measured by ``meter``."""
     from redisbeat import occurrence_id
     from redisbeat.beat.batch import LATE
     from redisbeat.store.records import Outcome
 
-    if meter:
-        meter.start("claim")
-    batches = [store.claim("profile", 600_000, args.batch) for _ in range(args.batches)]
-    if meter:
-        meter.stop("claim")
-    outcomes = [
-        [
+    # Each batch is finished before the next claim, as a beat does: a finish goes under the
+    # lease its shard's last claim set.
+    batches = []
+    for _ in range(args.batches):
+        if meter:
+            meter.start("claim")
+        batch = store.claim("profile", 600_000, args.batch)
+        if meter:
+            meter.stop("claim")
+        done = [
             Outcome(
                 c.name,
                 "skipped" if args.skipped else "sent",
@@ -204,14 +207,14 @@ def _round(store: Any, args: argparse.Namespace, meter: Meter | None) -> int:
             )
             for c in batch.claims
         ]
-        for batch in batches
-    ]
-    if meter:
-        meter.start("finish")
-    for batch, done in zip(batches, outcomes, strict=True):
-        store.finish("profile", batch.lease_until_ms, done)
-    if meter:
-        meter.stop("finish")
+        if meter:
+            meter.start("finish")
+        result = store.finish("profile", batch.lease_until_ms, done)
+        if meter:
+            meter.stop("finish")
+        if result.finished != len(done):
+            sys.exit(f"finished {result.finished} of {len(done)} claims: not a beat's hot path")
+        batches.append(batch)
     return sum(len(b.claims) for b in batches)
 
 

@@ -18,6 +18,7 @@ from browsing import log_in
 from playwright.sync_api import Page, expect
 
 from redisbeat import ScheduleStore
+from redisbeat.errors import EntryNotFound
 from redisbeat_testkit.ports import wait_until
 from redisbeat_testkit.processes import BEAT_APP, environ_without_django
 
@@ -34,7 +35,12 @@ SCHEDULE = {
 
 
 def runs(store: ScheduleStore, name: str) -> int:
-    return store.state(name).total_run_count
+    """The entry's runs; 0 before it is stored (a beat writes its beat_schedule as it starts,
+    after it registers)."""
+    try:
+        return store.state(name).total_run_count
+    except EntryNotFound:
+        return 0
 
 
 def add_with_the_cli(env: dict[str, str], cwd: Path) -> None:
