@@ -90,7 +90,14 @@ def send_once(
 
 @pytest.mark.parametrize("case", sorted(STATES))
 @pytest.mark.parametrize(
-    ("task_id", "beat"), [("tid-1", "host:1:ab"), ('t"id\\1', "host:1:ab"), ("tid-1", "bé:1")]
+    ("task_id", "beat"),
+    [
+        ("tid-1", "host:1:ab"),
+        ('t"id\\1', "host:1:ab"),
+        ("t\tid", "host:1:ab"),
+        ("tâche-1", "host:1:ab"),
+        ("tid-1", "bé:1"),
+    ],
 )
 def test_a_send_leaves_the_same_run_state_whichever_way_it_was_spelled(
     store, client, case, task_id, beat
@@ -104,6 +111,25 @@ def test_a_send_leaves_the_same_run_state_whichever_way_it_was_spelled(
     assert fast["last_task_id"] == task_id and fast["last_beat"] == beat
     # Written back in the scripts' order, so the next send reads it without decoding.
     assert list(json.loads(stored))[: len(HOT)] == list(HOT)
+
+
+def test_one_odd_task_id_in_a_batch_is_spelled_as_json_beside_plain_ones(store, client):
+    """A beat's task ids are UUIDs, which the finish spells without checking; a batch with
+    any other (a quote, a control character) has each checked."""
+    names = ["plain", "quote", "tab"]
+    ids = {"plain": "3f2a1c4e-9d8b-4c7a-b6e5-1a2b3c4d5e6f", "quote": 'a"b', "tab": "a\tb"}
+    for name in names:
+        store.upsert(Entry(name, "proj.ping", Interval(60)))
+        client.zadd(store.keys.schedule, {name: store.now_ms() - 5})
+    batch = store.claim("b", 30_000, 10)
+    outcomes = [
+        Outcome(c.name, "sent", c.due_ms, c.due_ms + 60_000, ids[c.name]) for c in batch.claims
+    ]
+    assert store.finish("b", batch.lease_until_ms, outcomes).finished == 3
+    for name in names:
+        state = json.loads(client.hget(store.keys.state, name))
+        assert state["last_task_id"] == ids[name] and state["total_run_count"] == 1
+        assert store.state(name).last_task_id == ids[name]
 
 
 def test_a_send_counts_on_from_the_state_it_found(store, client):

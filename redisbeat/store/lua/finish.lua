@@ -16,6 +16,9 @@
 -- ARGV[5] = the latest valid time, ms (an earliest score outside 0..ARGV[5] is reported as -1)
 -- ARGV[6] = how many runs an entry's history keeps (0: no history is written)
 -- ARGV[7] = the start of an entry's history key (LIST, newest first; the name is added)
+-- ARGV[8] = '1' when the caller checked every outcome's task id to be characters a JSON
+--           string takes as they are, and its times and missed count whole numbers in
+--           digits (as a beat's are): the script then spells them without checking each
 -- then eight per entry:
 --   name, action ('sent' | 'skipped' | 'failed' | 'release' | 'defer'), next due ms ('' =
 --   none; for 'defer': when to send it), task id, due ms, why ('' = nothing to say: the
@@ -62,7 +65,8 @@ local spent = {} -- now, name, ...
 -- Tables are appended to by position: Lua's length operator searches the table each time.
 local names, recorded, failed, nn, nr = {}, {}, {}, 0, 0
 local history_size, history_prefix = tonumber(ARGV[6]), ARGV[7]
-local FIRST, EACH = 8, 8
+local plain_args = ARGV[8] == '1'
+local FIRST, EACH = 9, 8
 for i = FIRST, #ARGV, EACH do
   local name, action = ARGV[i], ARGV[i + 1]
   nn = nn + 1
@@ -208,11 +212,13 @@ end
 local function record_send(name, due_s, task_id, limit, moved, missed_s, why)
   if missed_s == '' then
     missed_s = nil
-  elseif not string.find(missed_s, '^%d+$') then
+  elseif not plain_args and not string.find(missed_s, '^%d+$') then
     missed_s = false
   end
-  local plain = string.find(due_s, '^%d+$') and missed_s ~= false
-    and sent_state(states[name], due_s, now_s, json_string(task_id), beat_s, limit, missed_s, why)
+  local plain = (plain_args or string.find(due_s, '^%d+$')) and missed_s ~= false
+    and sent_state(states[name], due_s, now_s,
+                   plain_args and '"' .. task_id .. '"' or json_string(task_id),
+                   beat_s, limit, missed_s, why)
   if plain then
     change(3, name, plain)
     return nil, missed_s ~= nil
@@ -284,7 +290,7 @@ for i = FIRST, #ARGV, EACH do
           spent[#spent + 1] = name
         else
           -- As the beat spelled it: Redis takes the string as it is.
-          local spelled = string.find(next_due, '^%d+$') ~= nil
+          local spelled = plain_args or string.find(next_due, '^%d+$') ~= nil
           move(name, (spelled or tonumber(next_due)) and next_due, spelled)
           moved = true
         end
