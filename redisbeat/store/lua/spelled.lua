@@ -120,8 +120,8 @@ local function missed_rest(rest, missed, now, due, why, total, after)
     return nil
   end
   -- %d: a whole number below 1e14 spelled as cjson would, at half the cost of tostring's %.14g.
-  return ',"missed":' .. string.format('%d', total) .. ',"last_missed":{"at":' .. now .. ',"due":' .. due
-    .. ',"count":' .. missed .. ',"reason":"' .. why .. '"}' .. after
+  return ',"missed":' .. string.format('%d', total) .. ',"last_missed":{"at":' .. now
+    .. ',"due":' .. due .. ',"count":' .. missed .. ',"reason":"' .. why .. '"}' .. after
 end
 
 -- The run state after a plain send (no pause, failure or stop to clear, no max_runs
