@@ -13,7 +13,7 @@ from redisbeat import Entry, Interval, ScheduleStore
 from redisbeat.config import Config
 from redisbeat.errors import ConfigurationError
 from redisbeat.store.beats import MIN_SHARE
-from redisbeat.store.keys import Keys, shard_of
+from redisbeat.store.keys import DELAYED_MARK, Keys, shard_of
 from redisbeat.store.records import Outcome
 from redisbeat.store.scripts import CLAIM, FINISH
 from redisbeat_testkit.cluster import ClusterRig
@@ -245,7 +245,7 @@ def test_a_beat_behind_on_many_shards_claims_fuller_batches_from_the_soonest_due
     would be a few claims each. After a full claim the next asks at most batch / MIN_SHARE
     shards, those due soonest; every occurrence is claimed once, each shard's in due order."""
     store = sharded_stores(redis_server.url(), prefix, 12)
-    names = [f"e{i}" for i in range(2400)]
+    names = [f"e{i}" for i in range(12 * 4 * MIN_SHARE)]  # several full claims a shard
     store.upsert_many(every(name) for name in names)
     now = store.now_ms()
     remaining: dict[int, list[str]] = {}
@@ -279,3 +279,37 @@ def test_a_beat_behind_on_many_shards_claims_fuller_batches_from_the_soonest_due
         full = len(batch.claims) >= batch_size
     assert not any(remaining.values()), "the claims stopped taking what is due"
     assert narrowed >= 5
+
+
+def test_a_busy_beat_claims_from_the_soonest_shard_of_each_lane(
+    redis_server: RedisServer, prefix: str, sharded_stores: Any
+):
+    """After a full claim a beat asks, in each lane, the shards due soonest (one per
+    MIN_SHARE of the batch): periodic entries overdue by an hour do not hold back delayed
+    tasks due now, and each shard asked is asked for a whole share."""
+    store = sharded_stores(redis_server.url(), prefix, 12)
+    names = [f"e{i}" for i in range(12 * 4 * MIN_SHARE)]
+    store.upsert_many(every(name) for name in names)
+    past = store.now_ms() - 3_600_000
+    pipe = store.client.pipeline(transaction=False)
+    for i, name in enumerate(names):
+        pipe.zadd(store.shard(name).keys.schedule, {name: past + i})
+    pipe.execute()
+    keys = [f"d{i}" for i in range(12 * MIN_SHARE)]
+    for key in keys:
+        store.delay("proj.t", key=key, countdown=0)
+    left = {DELAYED_MARK + key for key in keys}
+    full, busy_rounds = False, 0
+    while left:
+        batch = store.claim("beat-1", 60 * SECOND, MIN_SHARE)
+        delayed = {c.name for c in batch.claims if c.name.startswith(DELAYED_MARK)}
+        periodic = [c.name for c in batch.claims if not c.name.startswith(DELAYED_MARK)]
+        if full:
+            busy_rounds += 1
+            assert delayed, "a busy claim left the delayed lane out"
+            assert len({shard_of(n[len(DELAYED_MARK) :], 12) for n in delayed}) == 1
+            assert len({store.shard(n).keys.shard for n in periodic}) == 1
+        assert periodic, "the periodic backlog was left out"
+        left -= delayed
+        full = len(batch.claims) >= MIN_SHARE
+    assert busy_rounds >= 5

@@ -30,12 +30,13 @@ from .scripts import Scripts, renewed_until
 from .shards import Layout, ShardCursor
 
 #: The fewest claims a batch shared among shards asks of each while the beat is busy (its
-#: last claim was full): a shard's claim (and its finish) costs Redis a fixed part whatever
-#: it takes, so a beat behind on many shards claims from the few due soonest (two at least:
-#: a periodic and a delayed lane), fuller batches each, and from the others next round. A
-#: beat whose last claim was not full claims from every shard with something due, in one
-#: round trip: there each occurrence's lateness counts more than the claim's cost.
-MIN_SHARE = 50
+#: last claim was full): a shard's claim and its finish each cost Redis about 0.1 ms whatever
+#: they take (a round trip, the script's set-up), so a beat behind on many shards claims from
+#: the few due soonest in each lane (periodic and delayed), one shard per MIN_SHARE of the
+#: batch and one at least, full batches each, and from the others next round. A beat whose
+#: last claim was not full claims from every shard with something due, in one round trip:
+#: there each occurrence's lateness counts more than the claim's cost.
+MIN_SHARE = 100
 
 
 class BeatCalls(ConfigCalls):
@@ -50,7 +51,7 @@ class BeatCalls(ConfigCalls):
         when due), from every shard with an entry or a delayed task due by then, in one
         round trip per server; the batch, in due order, says when the next claim is needed
         on any shard. A delayed task's claim is named by its key after :data:`DELAYED_MARK`."""
-        most = max(2, batch_size // MIN_SHARE) if self._busy else None
+        most = max(1, batch_size // MIN_SHARE) if self._busy else None
         lanes = self._due_lanes(ahead_ms, most)
         size = -(-batch_size // len(lanes))  # the batch shared among them
         calls = [self._lane(*lane).claim_call(beat_id, lease_ms, size, ahead_ms) for lane in lanes]
@@ -80,16 +81,19 @@ class BeatCalls(ConfigCalls):
         return ClaimBatch(now_ms, lease_until, self._earliest(now_ms), claims)
 
     def _due_lanes(self, ahead_ms: int, most: int | None) -> list[tuple[str, int]]:
-        """The lanes and shards to claim from: those due within ``ahead_ms``, at most
-        ``most`` of them (None: all), the soonest due first (ties in the cursors' round
+        """The lanes and shards to claim from: those due within ``ahead_ms``, in each lane at
+        most ``most`` of them (None: all), the soonest due (ties in the cursors' round
         order)."""
         periodic = self.cursor.due(ahead_ms) if self.layout.span > 1 else [0]
-        lanes = [("periodic", s) for s in periodic]
-        lanes += [("delayed", s) for s in self.delayed_cursor.due(ahead_ms)]
-        if most is None or len(lanes) <= most:
-            return lanes
-        lanes.sort(key=lambda lane: self._cursor(lane[0]).due_ms(lane[1]))
-        return lanes[:most]
+        lanes = [("periodic", s) for s in self._soonest(self.cursor, periodic, most)]
+        delayed = self._soonest(self.delayed_cursor, self.delayed_cursor.due(ahead_ms), most)
+        return lanes + [("delayed", s) for s in delayed]
+
+    @staticmethod
+    def _soonest(cursor: ShardCursor, shards: list[int], most: int | None) -> list[int]:
+        if most is None or len(shards) <= most:
+            return shards
+        return sorted(shards, key=cursor.due_ms)[:most]
 
     def _lane(self, lane: str, shard: int) -> Scripts:
         return (self.delayed_lane if lane == "delayed" else self.shard_scripts)[shard]
