@@ -91,6 +91,8 @@ class BeatCalls(ConfigCalls):
 
     @staticmethod
     def _soonest(cursor: ShardCursor, shards: list[int], most: int | None) -> list[int]:
+        """At most ``most`` of ``shards`` (None: all), those ``cursor`` last saw due soonest;
+        a stable sort, so ties keep the cursor's round order."""
         if most is None or len(shards) <= most:
             return shards
         return sorted(shards, key=cursor.due_ms)[:most]
