@@ -26,6 +26,7 @@ from redisbeat.schedule.delayed import DelayedTask
 from redisbeat.store.delayed_moving import DelayedMoves
 from redisbeat.store.keys import DELAYED_MARK
 from redisbeat.store.moving import Moves
+from redisbeat.store.receipts import Delivery, Receipt
 from redisbeat.store.records import Outcome
 from redisbeat.store.reshard import Reshard
 from redisbeat.store.shards import Layout
@@ -218,6 +219,35 @@ def moved_records(store: ScheduleStore, name: str) -> dict[str, Any]:
         "running": store.client.hget(k.running, name),
         "spent": store.client.zscore(k.spent, name),
     }
+
+
+def test_a_copy_of_a_send_that_arrives_after_its_entry_moved_is_still_dropped(
+    store: ScheduleStore,
+):
+    """A beat killed mid-send leaves the occurrence to another, which sends it again under the
+    same task id; a worker that received the first copy before a reshard moved the entry,
+    and the second after, runs it once: the mark of the last send moves with the entry."""
+    store.upsert_many(every(n) for n in NAMES)
+    for name in NAMES:
+        run_one(store, name, task_id=f"{name}-1")
+        run_one(store, name, task_id=f"{name}-2")
+        for task_id in (f"{name}-1", f"{name}-2"):
+            first = Delivery("periodic", name, task_id, 0, None, "tag-a", False, "w1")
+            assert store.receive(first, 60_000).run
+    before = {n: store.client.pttl(store.shard(n).keys.seen(f"{n}-2")) for n in NAMES}
+    Reshard(store).run(4)
+    moved = [n for n in NAMES if store.layout.home(n) != 0]
+    assert moved and all(where_stored(store, n) == [store.layout.home(n)] for n in NAMES)
+    for name in NAMES:
+        mark = store.shard(name).keys.seen(f"{name}-2")
+        # Its time left goes with it, not a new window.
+        assert 0 < store.client.pttl(mark) <= before[name], name
+        again = Delivery("periodic", name, f"{name}-2", 0, None, "tag-b", False, "w2")
+        assert store.receive(again, 60_000) == Receipt(False, "received", "w1"), name
+    # An earlier send's mark stays where it was, and expires; the last send's left.
+    old = store.keys.of_shard(0)
+    assert all(store.client.exists(old.seen(f"{n}-1")) for n in moved)
+    assert not any(store.client.exists(old.seen(f"{n}-2")) for n in moved)
 
 
 def test_a_history_an_editors_move_leaves_behind_is_brought_by_the_reshard_newest_first(

@@ -42,16 +42,38 @@ class Moves:
     runner: Runner
     keys: Keys
 
-    def take_out(self, names: list[str], layout: Layout, lists: bool = False) -> list[Any]:
-        """Set aside each entry's records (with ``lists``, its history too): per name, their
-        JSON, 1 (claimed: later) or 0 (nothing here)."""
+    def take_out(
+        self,
+        names: list[str],
+        layout: Layout,
+        lists: bool = False,
+        sent: dict[str, str] | None = None,
+    ) -> list[Any]:
+        """Set aside each entry's records (with ``lists``, its history and the workers' mark
+        of its last send, whose task id ``sent`` gives, too): per name, their JSON, 1
+        (claimed: later) or 0 (nothing here)."""
         k = self.keys
         keys: list[str | bytes] = [k.entries, k.schedule, k.state, k.inflight, k.quarantine]
         keys += [k.moving, k.shard_layout, k.running, k.spent]
         if lists:
             keys += [wire(k.history(name)) for name in names]
-        args = [layout.spelled, "1" if lists else "", *(wire(n) for n in names)]
+        args: list[Any] = [layout.spelled, "1" if lists else ""]
+        for name in names:
+            task_id = (sent or {}).get(name, "") if lists else ""
+            args += [wire(name), task_id, len(keys) + 1 if task_id else 0]
+            if task_id:
+                keys.append(k.seen(task_id))
         return checked(self.runner.run(Call(MOVE_OUT, keys, args), "strict"))
+
+    def last_sent(self, names: list[str]) -> dict[str, str]:
+        """The task id of each entry's last send, from its run state (none: left out)."""
+        raw = self.runner.connection.client.hmget(self.keys.state, [wire(n) for n in names])
+        found = {}
+        for name, state in zip(names, raw, strict=True):
+            task_id = _decoded(text(state)).get("last_task_id") if state else None
+            if isinstance(task_id, str) and task_id:
+                found[name] = task_id
+        return found
 
     def put_in(self, taken: dict[str, str], layout: Layout) -> list[Any]:
         k = self.keys
@@ -59,6 +81,7 @@ class Moves:
         args: list[Any] = [layout.spelled, k.events]
         for name, records in taken.items():
             args += [wire(name), records, extra.owner(records), extra.history(name, records)]
+            args.append(extra.mark(records))
         keys = [k.entries, k.schedule, k.state, k.quarantine, k.arrived, k.shard_layout]
         keys += [k.running, k.spent]
         return checked(self.runner.run(Call(MOVE_IN, keys + extra.keys, args), "strict"))
@@ -92,7 +115,8 @@ def move(
     for origin, group in origins.items():
         source = Moves(store.runner, store.keys.of_shard(origin))
         taken: dict[str, str] = {}
-        for name, reply in zip(group, source.take_out(group, layout, lists), strict=True):
+        sent = source.last_sent(group) if lists else {}
+        for name, reply in zip(group, source.take_out(group, layout, lists, sent), strict=True):
             if isinstance(reply, str):
                 taken[name] = reply
             where[name] = "claimed" if reply == 1 else "absent" if reply == 0 else "home"
@@ -144,6 +168,13 @@ class _Extra:
         if "history" not in _decoded(records):
             return 0
         return self._index(wire(self._keys.history(name)))
+
+    def mark(self, records: str) -> int:
+        """The KEYS index of the workers' mark the entry brings of its last send (0: none)."""
+        seen = _decoded(records).get("seen")
+        if not isinstance(seen, dict) or not isinstance(seen.get("task_id"), str):
+            return 0
+        return self._index(self._keys.seen(seen["task_id"]))
 
     def _index(self, key: str | bytes) -> int:
         if key not in self.keys:

@@ -1,6 +1,7 @@
 -- Write entries a reshard took out of their old shard (move_out.lua) into this one, their
 -- new shard, as they were: definition, due time, run state, set-aside record, owner,
--- running marker, spent time and history (newest first, after anything pushed here since).
+-- running marker, spent time, history (newest first, after anything pushed here since) and
+-- the workers' mark of its last send (unless one of that send's copies was marked here).
 -- An entry already here (an editor wrote it meanwhile) or moved here before in this reshard
 -- (a move repeated after an interruption) is left as it is: a later write is never undone.
 -- An entry whose history an editor's move left behind (arrived 'h') takes it when it comes.
@@ -13,7 +14,8 @@
 -- ARGV[1] = the layout the mover follows ('4>8')
 -- ARGV[2] = pub/sub channel: the beats look at every shard again
 -- ARGV[3..] = name, the JSON move_out.lua returned, the index in KEYS of its owner's SET
---             (0: none), the index in KEYS of its history LIST (0: it brings none)
+--             (0: none), the index in KEYS of its history LIST (0: it brings none), the
+--             index in KEYS of its last send's mark (0: it brings none), in fives
 -- Returns -2 when the layout changed, else per name 1 (written) or 0 (left as it was).
 local refusal = refused(6, ARGV[1], {'hash', 'zset', 'hash', 'hash', 'hash', 'hash', 'hash', 'zset'})
 if refusal then
@@ -62,10 +64,20 @@ local function write(name, records, owner, history)
   end
   return woken
 end
+-- The mark lasts as long as it had left: a copy of that send is still a copy here.
+local function put_mark(records, index)
+  local seen = records.seen
+  local ttl = index > 0 and type(seen) == 'table' and tonumber(seen.expires)
+  ttl = ttl and ttl - now_ms()
+  if ttl and ttl > 0 and type(seen.mark) == 'string' then
+    redis.call('SET', KEYS[index], seen.mark, 'PX', ttl, 'NX')
+  end
+end
 local out, woken = {}, false
-for i = 3, #ARGV, 4 do
+for i = 3, #ARGV, 5 do
   local name, records = ARGV[i], cjson.decode(ARGV[i + 1])
   local owner, history = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+  put_mark(records, tonumber(ARGV[i + 4]))
   local arrived = redis.call('HGET', KEYS[5], name)
   if arrived == 'h' and not records.history_left then
     append_history(records, history)
