@@ -164,6 +164,14 @@ def test_two_beats_with_the_same_broken_item_agree_on_the_version_and_a_fix_is_a
     assert store.get("bad").args == (1,) and "bad" not in store.quarantined()
 
 
+def test_a_fix_back_to_the_definition_that_kept_running_releases_the_record(store):
+    deployed(store, "one", {"job": HOURLY})
+    deployed(store, "two", {"job": {**HOURLY, "args": "x"}})
+    assert "job" in store.quarantined()
+    deployed(store, "three", {"job": HOURLY})  # the stored definition: nothing to write
+    assert store.quarantined() == {} and store.get("job").args == ()
+
+
 def test_a_bad_item_that_leaves_beat_schedule_takes_its_record_with_it(store):
     deployed(store, "one", {"ok": HOURLY, "new": {**HOURLY, "grace": -1}})
     assert "field 'grace'" in store.quarantined()["new"].error

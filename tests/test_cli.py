@@ -513,6 +513,15 @@ def test_import_writes_nothing_when_one_entry_is_bad_and_names_it(cli, store, tm
     assert len(store) == 0
 
 
+def test_a_file_that_cannot_be_opened_is_one_line_naming_it(cli, store, tmp_path):
+    missing = tmp_path / "nowhere" / "entries.json"
+    for args in (("import", str(missing)), ("export", str(missing))):
+        result = cli(*args)
+        assert result.exit_code == 2, result.output
+        assert f"cannot open {missing}: No such file or directory" in result.output
+        assert "Traceback" not in result.output
+
+
 def test_import_refuses_to_take_over_another_sources_entry_unless_forced(cli, store, tmp_path):
     store.upsert(Entry("owned", "proj.ping", Interval(60), source="config"))
     path = tmp_path / "entries.json"

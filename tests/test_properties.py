@@ -691,9 +691,11 @@ def test_an_entry_at_a_repeated_or_skipped_wall_time_loads_back_equal_and_keeps_
     store.upsert(entry)
     assert store.get("dst") == entry
     assert to_ms(store.get("dst").schedule.at) == to_ms(at)  # type: ignore[union-attr]
-    # The one-off has fired and left the schedule; a later edit of its description used to
-    # count as a timing change (the loaded datetimes differed) and made it fire again.
+    # The one-off has fired and left the schedule (for good: the finish of its send says so
+    # in the spent index); a later edit of its description used to count as a timing change
+    # (the loaded datetimes differed) and made it fire again.
     store.client.zrem(store.keys.schedule, "dst")
+    store.client.zadd(store.keys.spent, {"dst": store.now_ms()})
     assert store.upsert(dataclasses.replace(entry, description="edited")) is True
     assert store.client.zscore(store.keys.schedule, "dst") is None
 

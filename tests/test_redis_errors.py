@@ -322,6 +322,26 @@ def test_a_key_of_the_wrong_type_is_named_once_and_the_beat_resumes_when_it_is_r
     assert f"(it was holding {key} with the wrong type)" in back
 
 
+def test_a_schedule_of_the_wrong_type_deleted_as_the_error_advises_is_rebuilt_at_once(
+    store, admin, logs
+):
+    store.upsert_many([every("a", 60), every("b", 60), every("off", 60)])
+    store.disable("off")
+    d = dispatcher(store, Sender())
+    d.tick()  # its first heartbeat, with the housekeeping
+    store.run_now("a")  # wakes it to claim, and meet the broken key
+    break_key(admin, store.keys.schedule)
+    wait_until(lambda: d.tick() is not None and errors(logs), 10, "the claim to fail")
+    [line] = errors(logs)
+    assert "an operator must delete or repair the key" in line
+    admin.delete(store.keys.schedule)
+    d.tick()  # the first heartbeat after the trouble does the housekeeping
+    scheduled = [store.state(n).next_run_at is not None for n in ("a", "b", "off")]
+    assert scheduled == [True, True, False]
+    [back] = lines(logs, "no due time in Redis")
+    assert "2 entries" in back and "'a', 'b'" in back
+
+
 def test_a_finish_refused_for_a_wrong_type_writes_nothing_and_completes_once_repaired(
     store, admin, logs
 ):

@@ -147,6 +147,9 @@ class BeatSchedule:
         else:
             changed = [e for n, e in self.entries.items() if previous.get(n) != self.digests[n]]
             results = self.store.upsert_owned(changed)
+            for name, result in results.items():  # fixed, if to the stored definition
+                if previous.get(name, "").startswith("!") and result != "foreign":
+                    self.store.release_item(name)
             foreign = sorted(n for n, r in results.items() if r == "foreign")
             written = sorted(n for n, r in results.items() if r in ("added", "updated"))
             gone = sorted(set(previous) - set(self.entries) - set(self.bad))

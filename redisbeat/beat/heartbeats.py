@@ -3,10 +3,12 @@
 An idle beat's heartbeats are nearly all it asks of Redis, so an ordinary one does only what
 must be fresh: liveness, the layout (a reshard), the version of the ``beat_schedule`` the
 deployment follows (a deploy, lost data). Every :data:`HOUSEKEEPING_EVERY` th one, the first
-included, also forgets beats silent too long, mends scores past any valid time and sweeps
-the store API's spent entries. The gauges and the beats alive are read on a cadence of their
-own, and only while metrics are served or a receiver wants them. Failover never waits for a
-heartbeat: a killed beat's claims go back at the end of their lease.
+included, and the first after Redis trouble also forgets beats silent too long, mends
+scores past any valid time, puts back on their schedule the entries of a shard whose
+schedule key was deleted, and sweeps the store API's spent entries. The gauges and the
+beats alive are read on a cadence of their own, and only while metrics are served or a
+receiver wants them. Failover never waits for a heartbeat: a killed beat's claims go back
+at the end of their lease.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ log = logging.getLogger(__name__)
 SWEEP_EVERY = 600.0
 #: Every this many heartbeats one also does the housekeeping.
 HOUSEKEEPING_EVERY = 10
+#: Definitions written again at a time when a shard's schedule was lost.
+LOST_CHUNK = 1000
 #: The most seconds between two reads of the deployment's gauges and the beats alive, when
 #: metrics are served or a beat_joined/beat_left receiver is connected.
 GAUGES_EVERY = 15.0
@@ -59,6 +63,14 @@ class Heartbeats:
         self._next_gauges = 0.0
         self._next_sweep = 0.0
         self._gauges_failing = False
+        #: Whether the next heartbeat also does the housekeeping (after Redis trouble).
+        self._housekeep = False
+
+    def after_trouble(self) -> None:
+        """Heartbeat at the next tick, with the housekeeping: Redis may have lost its data,
+        or an operator deleted a key to repair it."""
+        self.next_at = 0.0
+        self._housekeep = True
 
     def next_wake(self) -> float:
         """When the beat must wake next for a heartbeat (or the gauges, where read)."""
@@ -72,7 +84,7 @@ class Heartbeats:
         self._maybe_gauges(now)
         if now < self.next_at:
             return
-        housekeeping = self._count % HOUSEKEEPING_EVERY == 0
+        housekeeping = self._housekeep or self._count % HOUSEKEEPING_EVERY == 0
         beat = self.store.heartbeat(self.beat_id, housekeeping)
         self._count += 1
         if not self.observer.serving:  # the first heartbeat: this object is a running beat
@@ -83,6 +95,9 @@ class Heartbeats:
         self._maybe_gauges(now)
         if housekeeping:
             self._maybe_sweep(now)
+            if self.store.schedule_lost():
+                self._reschedule_lost()
+            self._housekeep = False
         for name, score in beat.beyond:
             # Past any valid time (+inf, say), so never due: mended here, said once.
             what = self.store.repair(name, score, self.beat_id)
@@ -102,6 +117,14 @@ class Heartbeats:
         except RedisBeatError as exc:
             log.error("redisbeat: could not sync beat_schedule, will retry: %s", exc)
             self.next_at = now  # again at the next tick
+
+    def _reschedule_lost(self) -> None:
+        """Write every stored definition again as it is: those off their schedule though
+        enabled with runs left go back on it (the store says which, in one line), the rest
+        are left as they are."""
+        entries = list(self.store)
+        for start in range(0, len(entries), LOST_CHUNK):
+            self.store.upsert_many(entries[start : start + LOST_CHUNK], force=True)
 
     def _maybe_gauges(self, now: float) -> None:
         """Read the gauges and the beats alive (nothing when no one asks for them)."""

@@ -252,8 +252,8 @@ class Dispatcher:
         if exc is not None:
             self.observer.redis_error(exc)
             # Redis may have restarted, and lost its data: the first tick that reaches it
-            # heartbeats, which notices a lost beat_schedule (or layout) at once.
-            self.heartbeats.next_at = 0.0
+            # heartbeats, which notices a lost beat_schedule (or layout, or schedule) at once.
+            self.heartbeats.after_trouble()
         return self.outage.delay(exc)
 
     def close(self) -> None:

@@ -13,12 +13,12 @@ import threading
 import weakref
 from dataclasses import replace
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 from celery.beat import Scheduler
 
 from ..config import Config
-from ..errors import Incompatible
+from ..errors import ConfigurationError, Incompatible
 from ..schedule.bad_items import BadItem
 from ..schedule.entry import Entry
 from ..schedule.from_celery import read_config
@@ -51,7 +51,10 @@ class RedisScheduler(Scheduler):
     """Celery beat scheduler whose entries live in Redis, shared by every beat."""
 
     def __init__(self, app: Any, *args: Any, **kwargs: Any) -> None:
-        config = Config.from_app(app)
+        try:
+            config = Config.from_app(app)
+        except ConfigurationError as exc:
+            _stop_on(exc)
         #: What the store fills into a Crontab or Cron written without it (setup_schedule
         #: runs inside Scheduler.__init__, before the store exists).
         self._fill = (config.timezone, *usual_or(config.dst_gap, config.dst_fold))
@@ -66,7 +69,10 @@ class RedisScheduler(Scheduler):
         super().__init__(app, *args, **kwargs)
         # `celery beat --max-interval` reaches the scheduler, not the settings.
         self.config = replace(config, max_loop_interval=float(self.max_interval or 300))
-        self.store = ScheduleStore.from_config(self.config)
+        try:
+            self.store = ScheduleStore.from_config(self.config)
+        except ConfigurationError as exc:
+            _stop_on(exc)
         beat_id = process_beat_id(app)
         # Through one producer, the scheduler's (Celery may make a new one after close()).
         self.publisher = Publisher(
@@ -179,3 +185,11 @@ class RedisScheduler(Scheduler):
             dispatcher.stop_requested = True
         if not self._busy:
             raise SystemExit()
+
+
+def _stop_on(exc: ConfigurationError) -> NoReturn:
+    """A setting the beat cannot work with: one line that says what to change, at CRITICAL,
+    and exit status 1, as on the command line; not Celery's traceback (SystemExit passes
+    its handler), for no restart mends it."""
+    log.critical("redisbeat: %s", exc)
+    raise SystemExit(1) from None

@@ -129,6 +129,9 @@ def guarded(command: Callable[P, R]) -> Callable[P, R]:
             ) from None
         except RedisBeatError as exc:
             raise Failed(str(exc), REFUSED) from None
+        except OSError as exc:  # a FILE argument (Redis's own socket errors are StoreErrors)
+            where = f"{exc.filename}: " if exc.filename else ""
+            raise Failed(f"cannot open {where}{exc.strerror or exc}", USAGE) from None
 
     return run
 

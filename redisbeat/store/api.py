@@ -13,9 +13,6 @@ from dataclasses import replace
 from itertools import islice
 from typing import Any, TypeVar
 
-import redis
-from redis.exceptions import AskError
-
 from ..config import Config
 from ..errors import CorruptEntry, OwnershipError, RedisBeatError
 from ..schedule.clock import valid_ms
@@ -25,7 +22,6 @@ from .backfill import BackfillCalls
 from .beats import BeatCalls
 from .changes import ChangeFeed
 from .errors import LayoutChanged, translated
-from .keys import Keys
 from .listing import EntryListing
 from .moving import placed
 from .pausing import Hold, PauseCalls
@@ -35,6 +31,7 @@ from .run_state import claimed_due
 from .runs import RunCalls
 from .scripts import Scripts, Upsert
 from .shards import Layout
+from .upsert_reads import is_lost, read_for_write, said_back
 
 log = logging.getLogger(__name__)
 
@@ -132,17 +129,19 @@ class ScheduleStore(
         kept in ``results`` as it is known."""
         pending = {e.name: self.with_defaults(e) for e in chunk}
         for _ in range(MAX_CAS_ATTEMPTS):
-            now_ms, olds, scores, states, claims = self._read_for_write(shard.keys, list(pending))
+            read = read_for_write(self.connection, shard.keys, list(pending))
+            now_ms, olds, scores, states, claims, spent = read
             writes: list[Upsert] = []
-            for name, old_raw, score, state, claim in zip(
-                pending, olds, scores, states, claims, strict=True
+            for name, old_raw, score, state, claim, gone in zip(
+                pending, olds, scores, states, claims, spent, strict=True
             ):
                 entry = pending[name]
-                outcome = self._plan(entry, old_raw, score, force=force, foreign=foreign)
+                hold = Hold.of(text_or_none(state), now_ms)
+                lost = is_lost(entry, score, gone, hold)
+                outcome = self._plan(entry, old_raw, score, lost, force=force, foreign=foreign)
                 if isinstance(outcome, str):
                     results[name] = outcome
                     continue
-                hold = Hold.of(text_or_none(state), now_ms)
                 # A claim decided its occurrence: the new timing starts after it.
                 in_hand = claimed_due(text_or_none(claim), score)
                 since = now_ms if in_hand is None else max(now_ms, in_hand + 1)
@@ -150,73 +149,37 @@ class ScheduleStore(
                 spelled = "" if score is None else repr(float(score))
                 writes.append(replace(outcome, due_ms=due, pause=hold.token, score=spelled))
             # Even with nothing to write: WAIT confirms that what was read is replicated.
-            replies = shard.upsert(writes, layout.spelled)
-            for write, reply in zip(writes, replies, strict=True):
-                if isinstance(reply, Exception):
-                    raise reply
-                if reply == -2:
-                    raise LayoutChanged()
-                if reply != -1:
-                    results[write.name] = (
-                        ("updated" if write.read else "added") if reply else "unchanged"
-                    )
+            _results(writes, shard.upsert(writes, layout.spelled), results)
             pending = {n: e for n, e in pending.items() if n not in results}
             if not pending:
                 return
         raise RedisBeatError(f"entries changed concurrently too often: {sorted(pending)[:5]}")
 
-    def _read_for_write(
-        self, keys: Keys, names: list[str]
-    ) -> tuple[int, list[Any], list[Any], list[Any], list[Any]]:
-        """The Redis clock, the stored definitions, the schedule scores, the run states (for
-        their pauses) and the claims, in one round trip (to the server of the schedule: its
-        clock is the one the scripts read)."""
-
-        def read(node: redis.Redis, asking: bool) -> list[Any]:
-            pipe = node.pipeline(transaction=False)
-            pipe.time()
-            for command, *args in (
-                ("hmget", keys.entries, names),
-                *(("zscore", keys.schedule, name) for name in names),
-                ("hmget", keys.state, names),
-                ("hmget", keys.inflight, names),
-            ):
-                if asking:
-                    pipe.execute_command("ASKING")  # type: ignore[no-untyped-call]
-                getattr(pipe, command)(*args)
-            replies: list[Any] = pipe.execute(raise_on_error=False)
-            if asking:
-                replies = [replies[0], *replies[2::2]]  # less the ASKINGs' OKs
-            if isinstance(replies[1], AskError):
-                raise replies[1]  # the slot moved: read again where it is
-            return replies
-
-        now_reply, olds, *scores, states, claims = self.connection.on_node(keys.schedule, read)
-        for reply in (now_reply, olds):
-            if isinstance(reply, Exception):
-                raise reply
-        # A schedule, state or inflight key of the wrong type: the scripts name it.
-        scores = [None if isinstance(s, Exception) else s for s in scores]
-        states, claims = (
-            [None] * len(names) if isinstance(r, Exception) else r for r in (states, claims)
-        )
-        now_ms = int(now_reply[0]) * 1000 + int(now_reply[1]) // 1000
-        return now_ms, olds, scores, states, claims
-
     def _plan(
-        self, entry: Entry, old_raw: str | None, score: Any, *, force: bool, foreign: str
+        self,
+        entry: Entry,
+        old_raw: str | None,
+        score: Any,
+        lost: bool,
+        *,
+        force: bool,
+        foreign: str,
     ) -> str | Upsert:
-        """What writing ``entry`` over ``old_raw`` takes: a result already known, or a write."""
+        """What writing ``entry`` over ``old_raw`` takes: a result already known, or a write
+        (``lost``: the entry is off its schedule, though not for good)."""
         new_raw = entry.dumps()
         broken = score is not None and not valid_ms(score)
-        if old_raw == new_raw:
-            return self._mend(entry.name, score) if broken else "unchanged"
+        if old_raw == new_raw and broken:
+            return self._mend(entry.name, score)
+        if old_raw == new_raw and not lost:
+            return "unchanged"
         old = _load_or_none(old_raw, entry.name)
         if old is not None and old.source != entry.source and not force:
             if foreign == "skip":
                 return "foreign"
             raise OwnershipError(entry.name, old.source, entry.source)
-        keep = old is not None and old.timing_key() == entry.timing_key() and not broken
+        keep = old is not None and old.timing_key() == entry.timing_key()
+        keep = keep and not broken and not lost
         return Upsert(
             name=entry.name,
             read=old_raw or "",
@@ -307,6 +270,23 @@ class ScheduleStore(
             unchanged=sum(1 for r in results.values() if r == "unchanged"),
             foreign=sorted(n for n, r in results.items() if r == "foreign"),
         )
+
+
+def _results(writes: list[Upsert], replies: list[Any], results: dict[str, str]) -> None:
+    """Keep in ``results`` what each write did (one changed since it was read is left out,
+    to be read again), and say which unchanged ones went back on their schedule."""
+    back: list[str] = []
+    for write, reply in zip(writes, replies, strict=True):
+        if isinstance(reply, Exception):
+            raise reply
+        if reply == -2:
+            raise LayoutChanged()
+        if reply != -1:
+            results[write.name] = ("updated" if write.read else "added") if reply else "unchanged"
+        if reply == 1 and write.read == write.definition:
+            back.append(write.name)
+    if back:
+        said_back(back)
 
 
 def _chunks(items: Iterable[Entry], size: int) -> Iterator[list[Entry]]:

@@ -118,6 +118,19 @@ class EntryReads(StoreBase):
             for key, raw in rows.items()
         }
 
+    @translated
+    def schedule_lost(self) -> bool:
+        """Whether a shard holds definitions but no schedule at all: its schedule key was
+        deleted (nothing redisbeat does empties it while enabled entries have runs left). A
+        key of the wrong type counts as neither: the scripts name it."""
+        pipe = self.client.pipeline(transaction=False)
+        for shard in self.all_shards():
+            pipe.hlen(shard.keys.entries)
+            pipe.zcard(shard.keys.schedule)
+        counts: list[Any] = pipe.execute(raise_on_error=False)
+        pairs = zip(counts[::2], counts[1::2], strict=True)
+        return any(isinstance(n, int) and n > 0 and m == 0 for n, m in pairs)
+
     def _each_shard(self, read: Callable[[Any, Keys], Any]) -> list[Any]:
         """One read per shard, pipelined (on a cluster, one round trip per node)."""
         pipe = self.client.pipeline(transaction=False)

@@ -17,7 +17,10 @@
 -- ARGV[8] = the pause the writer read: '' none, '-' until resumed, else until when (ms)
 -- ARGV[9] = the schedule score the writer read ('' none): the due time ARGV[4] was worked
 --           out with the claim that score showed (a claim's occurrence is not due again)
--- Returns 1 when written, 0 when the stored definition was already identical,
+-- A definition written again as it is stored, with a due time, puts an entry that is off its
+-- schedule back on it (its schedule key was deleted, say); one on its schedule stays as it is.
+-- Returns 1 when written (or put back on its schedule), 0 when the stored definition was
+--         already identical,
 --         -1 when the stored definition (or the pause, or the score of a change of timing)
 --            is not the one the writer read (read again),
 --         -2 when the layout changed (read the layout again, then the entry).
@@ -30,7 +33,7 @@ local current = redis.call('HGET', KEYS[1], ARGV[1]) or ''
 if current ~= ARGV[2] then
   return -1
 end
-if current ~= ARGV[3] and ARGV[5] ~= '1' then
+if ARGV[5] ~= '1' then
   -- Paused or resumed, claimed, sent or rescheduled since it was read: the due time was
   -- worked out for another state; work it out again.
   local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
@@ -42,7 +45,12 @@ if current ~= ARGV[3] and ARGV[5] ~= '1' then
 end
 redis.call('HDEL', KEYS[3], ARGV[1])
 if current == ARGV[3] then
-  return 0
+  if ARGV[5] == '1' or ARGV[4] == '' or redis.call('ZSCORE', KEYS[2], ARGV[1]) then
+    return 0
+  end
+  redis.call('ZADD', KEYS[2], tonumber(ARGV[4]), ARGV[1])
+  redis.call('PUBLISH', ARGV[6], ARGV[1])
+  return 1
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 if KEYS[5] ~= KEYS[4] then
