@@ -26,7 +26,8 @@ from typing import Any
 
 from celery import signals
 
-from .config import Config
+from .config import DEFAULTS, Config
+from .config.names import reject_unknown_settings
 from .duplicates import DUE_HEADER, ENTRY_HEADER, KEY_HEADER, Deduplicate
 from .errors import RedisBeatError
 from .refusals import watch
@@ -56,8 +57,16 @@ def track_runs(app: Any) -> None:
 
 def _on_worker_init(sender: Any = None, **_: Any) -> None:
     app = getattr(sender, "app", None)
-    if app is None or not app.conf.get("redisbeat_track_runs"):
-        return  # a worker of an app that does not ask for it reads nothing more
+    if app is None:
+        return
+    if not app.conf.get("redisbeat_track_runs"):
+        # A worker of an app that does not ask for it reads nothing more, but a misspelling
+        # of the setting that asks: without it, copies of a run are not dropped.
+        try:
+            reject_unknown_settings(app.conf, DEFAULTS)
+        except RedisBeatError as exc:
+            log.warning("redisbeat: %s; this worker does not track runs nor drop copies", exc)
+        return
     try:
         wanted = Config.from_app(app).track_runs
     except RedisBeatError as exc:
@@ -65,6 +74,7 @@ def _on_worker_init(sender: Any = None, **_: Any) -> None:
         return
     if wanted:
         track_runs(app)
+        log.info("redisbeat: this worker tracks runs and drops copies (redisbeat_track_runs)")
 
 
 def _connect() -> None:

@@ -226,6 +226,8 @@ def test_reading_beat_schedule_separates_the_bad_items_and_shows_what_it_can():
             "when": {"task": "t", "schedule": 60, "args": [datetime(2026, 1, 2, 3, 4)]},
             "typo": {"task": "t", "schedule": 60, "queue": "x"},
             "naive": {"task": "t", "schedule": datetime(2026, 1, 1)},
+            "spelt": {"task": "t", "shedule": 60},
+            "kind": {"task": "t", "schedule": "every minute"},
         }
     )
     entries, bad = read_config(app)
@@ -234,7 +236,11 @@ def test_reading_beat_schedule_separates_the_bad_items_and_shows_what_it_can():
         ("when", "args"),
         ("typo", "queue"),
         ("naive", "schedule"),
+        ("spelt", "shedule"),
+        ("kind", "schedule"),
     ]
+    assert "unknown beat_schedule field (did you mean 'schedule'?)" in str(bad[3].error)
+    assert "unsupported schedule type str: give seconds, a timedelta" in str(bad[4].error)
     shown = json.loads(bad[0].shown)
     assert shown["args"] == ["datetime.datetime(2026, 1, 2, 3, 4)"]
     assert shown["source"] == "config" and "name" not in shown  # restore cannot take it

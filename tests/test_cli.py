@@ -213,6 +213,9 @@ def test_pause_and_resume_from_the_command_line(cli, store):
     assert "e: was not paused" in cli("resume", "e").output
     naive = cli("pause", "e", "--until", "2031-06-01T12:00")
     assert naive.exit_code == 2 and "give the UTC offset" in naive.output
+    past = cli("pause", "e", "--until", "2020-01-01T00:00:00+00:00")
+    assert past.exit_code == 2 and "2020-01-01T00:00:00+00:00 has passed" in past.output
+    assert store.state("e").paused is None
     assert "e: paused until resumed" in cli("pause", "e").output
     assert "no entry named 'nope'" in cli("pause", "nope").output
 
@@ -447,6 +450,11 @@ def test_quarantine_lists_shows_restores_after_a_fix_and_drops(cli, store, tmp_p
     assert [(q["name"], q["by"]) for q in listed] == [("q", "beat-1")]
     shown = as_json(cli("quarantine", "show", "q", "--json"))
     assert shown["definition"] == broken
+    for command in (("show", "q"), ("enable", "q")):  # where it went, and how to see why
+        gone = cli(*command)
+        assert gone.exit_code == 4 and "no entry named 'q': it was set aside" in gone.output
+        assert "'quarantine show q' says why" in gone.output
+    assert "set aside" not in cli("show", "nothing").output
     # Restoring it as it is fails the same check, and keeps it where it is.
     again = cli("quarantine", "restore", "q")
     assert again.exit_code == 1 and "entry 'q': field 'task': is missing" in again.output

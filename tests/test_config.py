@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 import types
 import uuid
@@ -124,3 +125,30 @@ def test_an_upper_case_redisbeat_setting_celery_would_ignore_is_rejected_saying_
         Config.from_app(plain)
     with pytest.raises(ConfigurationError, match="did you mean REDISBEAT_BATCH_SIZE"):
         Config.from_app(app_with(broker_url="redis://", REDISBEAT_BATCH_SIZ=7))
+
+
+def test_a_worker_says_a_misspelt_setting_turns_on_nothing_and_is_quiet_without_any(caplog):
+    from celery import signals
+
+    import redisbeat.worker  # noqa: F401  (connects its worker_init receiver)
+
+    with caplog.at_level(logging.WARNING, logger="redisbeat"):
+        signals.worker_init.send(sender=_Worker(app_with(broker_url="redis://")))
+        assert ours(caplog) == []
+        typo = app_with(broker_url="redis://", redisbeat_track_run=True)
+        signals.worker_init.send(sender=_Worker(typo))
+    [line] = ours(caplog)
+    assert "unknown setting redisbeat_track_run; did you mean redisbeat_track_runs?" in line
+    assert "this worker does not track runs nor drop copies" in line
+
+
+def ours(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """What redisbeat logged (the other receivers of the signal, Django's, say their own)."""
+    return [r.getMessage() for r in caplog.records if r.name.startswith("redisbeat")]
+
+
+class _Worker:
+    """What a worker_init receiver reads of its sender (Celery's WorkController): its app."""
+
+    def __init__(self, app: Celery) -> None:
+        self.app = app

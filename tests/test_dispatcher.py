@@ -361,7 +361,9 @@ def test_a_corrupt_definition_is_quarantined_once_and_other_entries_keep_firing(
     q = store.quarantined()
     assert list(q) == ["bad"] and "not valid JSON" in q["bad"].error
     assert "bad" not in store and client.zscore(store.keys.schedule, "bad") is None
-    assert len([r for r in caplog.records if "set aside" in r.message]) == 1
+    [line] = [r.message for r in caplog.records if "set aside" in r.message]
+    assert "field 'definition'" in line
+    assert "quarantine restore bad --file FIXED.json" in line
     store.upsert(every("bad"))
     assert store.quarantined() == {}
 

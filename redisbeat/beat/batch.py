@@ -282,7 +282,13 @@ class BatchSender:
         if self.store.quarantine(name, definition, str(exc), self.beat_id) or (
             name not in self._quarantined
         ):
-            log.error("redisbeat: entry %r is corrupt and was set aside: %s", name, exc)
+            log.error(
+                "redisbeat: entry %r is corrupt and was set aside: %s; write it again (`celery "
+                "redisbeat quarantine restore %s --file FIXED.json`, or its source's sync)",
+                name,
+                exc,
+                name,
+            )
             self.observer.quarantined(name, str(exc))
         self._quarantined.add(name)
 

@@ -122,7 +122,7 @@ def guarded(command: Callable[P, R]) -> Callable[P, R]:
         except Incompatible as exc:
             raise Failed(str(exc), exc.exit_code) from None
         except EntryNotFound as exc:
-            raise Failed(str(exc), NOT_FOUND) from None
+            raise Failed(_not_found(exc, args), NOT_FOUND) from None
         except OwnershipError as exc:
             raise Failed(
                 f"entry {exc.name!r} is owned by source {exc.owner!r}: --force takes it over"
@@ -134,6 +134,19 @@ def guarded(command: Callable[P, R]) -> Callable[P, R]:
             raise Failed(f"cannot open {where}{exc.strerror or exc}", USAGE) from None
 
     return run
+
+
+def _not_found(exc: EntryNotFound, args: tuple[Any, ...]) -> str:
+    """No such entry, and where it went when it was set aside (a corrupt definition, a
+    bad beat_schedule item, too many failed sends)."""
+    tool = next((a for a in args if isinstance(a, Tool)), None)
+    try:
+        aside = tool is not None and exc.name in tool.store.quarantined()
+    except RedisBeatError:
+        aside = False
+    if aside:
+        return f"{exc}: it was set aside; 'quarantine show {exc.name}' says why and what to do"
+    return str(exc)
 
 
 def store_failure(exc: StoreError) -> tuple[str, int]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from ..schedule.clock import parse_iso
+from ..schedule.clock import parse_iso, to_ms
 from ..schedule.documents import entry_from_document
 from .checking import check_tasks, unregistered_ok
 from .context import NOT_FOUND, Failed, Tool, guarded, pass_tool
@@ -207,6 +207,12 @@ def disable(tool: Tool, names: tuple[str, ...]) -> None:
 def pause(tool: Tool, names: tuple[str, ...], until: str | None, note: str) -> None:
     """Pause entries: none of their runs is sent until resumed, or until --until."""
     at = _aware_time("until", until) if until else None
+    if at is not None and to_ms(at) <= tool.store.now_ms():
+        raise click.BadParameter(
+            f"{until} has passed: the pause would be over before it began; give a later "
+            "time, or leave --until out to pause until resumed",
+            param_hint="--until",
+        )
     for name in names:
         tool.store.pause(name, until=at, note=note)
         then = f"; next run {tool.when(tool.store.state(name).next_run_at)}" if at else ""

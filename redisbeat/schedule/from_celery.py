@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
 import json
 import logging
@@ -108,7 +109,10 @@ def _entry(name: str, item: Any) -> Entry:
         raise InvalidEntry(str(name), "beat_schedule", "must be a dict with 'task' and 'schedule'")
     unknown = set(item) - CELERY_KEYS - REDISBEAT_KEYS
     if unknown:
-        raise InvalidEntry(name, sorted(unknown)[0], "unknown beat_schedule field")
+        field = sorted(unknown, key=str)[0]
+        close = difflib.get_close_matches(str(field), sorted(CELERY_KEYS | REDISBEAT_KEYS), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise InvalidEntry(name, field, f"unknown beat_schedule field{hint}")
     for required in ("task", "schedule"):
         if required not in item:
             raise InvalidEntry(name, required, "is required")

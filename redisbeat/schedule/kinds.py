@@ -286,4 +286,9 @@ def as_schedule(value: object) -> Schedule:
     if isinstance(value, celery_schedules.schedule):
         run_every: timedelta = getattr(value, "run_every")  # noqa: B009 (not in the stubs)
         return Interval(run_every.total_seconds(), relative=bool(value.relative))
-    raise InvalidSchedule("schedule", f"unsupported schedule type {type(value).__name__}")
+    raise InvalidSchedule(
+        "schedule",
+        f"unsupported schedule type {type(value).__name__}: give seconds, a timedelta, a "
+        "datetime, celery.schedules.crontab, schedule or solar, or redisbeat's Interval, "
+        "Crontab, Cron, Clocked or Solar",
+    )
