@@ -21,7 +21,7 @@ ALLOWED = {
     "sending": {"errors", "schedule"},
     "signals": set(),
     "beat": {"errors", "config", "schedule", "store", "sending", "signals"},
-    "cli": {"errors", "config", "schedule", "store", "worker"},
+    "cli": {"errors", "config", "schedule", "store", "sending", "worker"},
     "duplicates": {"errors", "config", "store"},
     "refusals": {"errors", "config", "store", "duplicates"},
     "worker": {"errors", "config", "store", "duplicates", "refusals"},

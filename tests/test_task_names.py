@@ -49,6 +49,20 @@ def test_add_refuses_a_task_the_app_does_not_register_and_names_the_close_ones(
     assert store.get("noTask").task == "proj.pnig"
 
 
+def test_add_refuses_arguments_the_tasks_signature_refuses_as_each_send_would(
+    redis_server, prefix, store
+):
+    refused = celery_cli(redis_server, prefix, "add", "s", "proj.strict", "--every", "3s")
+    assert refused.returncode == 1, refused.stdout
+    assert "entry 's': field 'args': task 'proj.strict' refuses them: " in refused.stderr
+    assert "missing 1 required positional argument: 'x'" in refused.stderr and "s" not in store
+    taken = celery_cli(
+        redis_server, prefix, "add", "s", "proj.strict", "--every", "3s", "--args", "[1]"
+    )
+    assert taken.returncode == 0, taken.stderr
+    assert store.get("s").args == (1,)
+
+
 def test_import_reports_each_unknown_task_with_its_line_and_writes_nothing(
     redis_server, prefix, store, tmp_path
 ):
