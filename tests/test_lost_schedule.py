@@ -33,6 +33,9 @@ def test_writing_an_unscheduled_entry_again_puts_it_back_and_says_so_once(store,
     lines = [r.getMessage() for r in caplog.records if "no due time in Redis" in r.getMessage()]
     assert len(lines) == 1 and "3 entries" in lines[0] and "'e0'" in lines[0]
     assert store.upsert(every("e0")) is False  # on its schedule again: nothing to write
+    client.delete(store.keys.schedule)
+    assert store.reschedule_lost() == 3 and store.reschedule_lost() == 0
+    assert all(scored(client, store, f"e{i}") for i in range(3))
 
 
 def test_enable_puts_back_an_enabled_entry_that_lost_its_due_time(store, client):

@@ -30,8 +30,6 @@ log = logging.getLogger(__name__)
 SWEEP_EVERY = 600.0
 #: Every this many heartbeats one also does the housekeeping.
 HOUSEKEEPING_EVERY = 10
-#: Definitions written again at a time when a shard's schedule was lost.
-LOST_CHUNK = 1000
 #: The most seconds between two reads of the deployment's gauges and the beats alive, when
 #: metrics are served or a beat_joined/beat_left receiver is connected.
 GAUGES_EVERY = 15.0
@@ -96,7 +94,7 @@ class Heartbeats:
         if housekeeping:
             self._maybe_sweep(now)
             if self.store.schedule_lost():
-                self._reschedule_lost()
+                self.store.reschedule_lost()  # says which went back, in a line a page
             self._housekeep = False
         for name, score in beat.beyond:
             # Past any valid time (+inf, say), so never due: mended here, said once.
@@ -117,14 +115,6 @@ class Heartbeats:
         except RedisBeatError as exc:
             log.error("redisbeat: could not sync beat_schedule, will retry: %s", exc)
             self.next_at = now  # again at the next tick
-
-    def _reschedule_lost(self) -> None:
-        """Write every stored definition again as it is: those off their schedule though
-        enabled with runs left go back on it (the store says which, in one line), the rest
-        are left as they are."""
-        entries = list(self.store)
-        for start in range(0, len(entries), LOST_CHUNK):
-            self.store.upsert_many(entries[start : start + LOST_CHUNK], force=True)
 
     def _maybe_gauges(self, now: float) -> None:
         """Read the gauges and the beats alive (nothing when no one asks for them)."""

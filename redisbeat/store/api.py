@@ -95,8 +95,22 @@ class ScheduleStore(
             results.update(self._write(chunk, force=False, foreign="skip"))
         return results
 
-    def _write(self, chunk: list[Entry], *, force: bool, foreign: str = "raise") -> dict[str, str]:
-        """Write a chunk with compare-and-set, shard by shard.
+    @translated
+    def reschedule_lost(self) -> int:
+        """Put back on its schedule every entry off it though not for good (its schedule key
+        was deleted, say), from its stored definition, written again only as it is (an edit
+        made meanwhile stands); returns how many went back."""
+        back = 0
+        for chunk in _chunks(self, CHUNK):
+            results = self._write(chunk, force=False, foreign="skip", as_stored=True)
+            back += sum(1 for r in results.values() if r == "updated")
+        return back
+
+    def _write(
+        self, chunk: list[Entry], *, force: bool, foreign: str = "raise", as_stored: bool = False
+    ) -> dict[str, str]:
+        """Write a chunk with compare-and-set, shard by shard (``as_stored``: only entries
+        still stored as they are given, to put them back on their schedule).
 
         Result per name: ``added``, ``updated``, ``unchanged`` or ``foreign``.
         """
@@ -110,7 +124,9 @@ class ScheduleStore(
                 groups.setdefault(where[entry.name], []).append(entry)
             for index, group in groups.items():
                 shard = self.shard_scripts[index]
-                self._write_shard(shard, group, layout, results, force=force, foreign=foreign)
+                self._write_shard(
+                    shard, group, layout, results, force=force, foreign=foreign, stored=as_stored
+                )
             return results
 
         return self._with_layout(write)
@@ -124,9 +140,11 @@ class ScheduleStore(
         *,
         force: bool,
         foreign: str,
+        stored: bool,
     ) -> None:
         """Write one shard's entries, reading again what changed meanwhile; each result is
-        kept in ``results`` as it is known."""
+        kept in ``results`` as it is known. With ``stored``, one no longer stored as given is
+        left as it is."""
         pending = {e.name: self.with_defaults(e) for e in chunk}
         for _ in range(MAX_CAS_ATTEMPTS):
             read = read_for_write(self.connection, shard.keys, list(pending))
@@ -136,12 +154,15 @@ class ScheduleStore(
                 pending, olds, scores, states, claims, spent, strict=True
             ):
                 entry = pending[name]
-                hold = Hold.of(text_or_none(state), now_ms)
-                lost = is_lost(entry, score, gone, hold)
+                if stored and old_raw != entry.dumps():
+                    results[name] = "unchanged"  # edited meanwhile: the edit stands
+                    continue
+                lost = is_lost(entry, score, gone, text_or_none(state))
                 outcome = self._plan(entry, old_raw, score, lost, force=force, foreign=foreign)
                 if isinstance(outcome, str):
                     results[name] = outcome
                     continue
+                hold = Hold.of(text_or_none(state), now_ms)
                 # A claim decided its occurrence: the new timing starts after it.
                 in_hand = claimed_due(text_or_none(claim), score)
                 since = now_ms if in_hand is None else max(now_ms, in_hand + 1)

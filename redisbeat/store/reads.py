@@ -123,17 +123,19 @@ class EntryReads(StoreBase):
         """Whether a shard holds definitions but no schedule at all: its schedule key was
         deleted (nothing redisbeat does empties it while enabled entries have runs left). A
         key of the wrong type counts as neither: the scripts name it."""
-        pipe = self.client.pipeline(transaction=False)
-        for shard in self.all_shards():
-            pipe.hlen(shard.keys.entries)
-            pipe.zcard(shard.keys.schedule)
-        counts: list[Any] = pipe.execute(raise_on_error=False)
+        counts = self._each_shard(
+            lambda pipe, keys: (pipe.hlen(keys.entries), pipe.zcard(keys.schedule)),
+            raise_on_error=False,
+        )
         pairs = zip(counts[::2], counts[1::2], strict=True)
         return any(isinstance(n, int) and n > 0 and m == 0 for n, m in pairs)
 
-    def _each_shard(self, read: Callable[[Any, Keys], Any]) -> list[Any]:
-        """One read per shard, pipelined (on a cluster, one round trip per node)."""
+    def _each_shard(
+        self, read: Callable[[Any, Keys], Any], raise_on_error: bool = True
+    ) -> list[Any]:
+        """One read per shard, pipelined (on a cluster, one round trip per node); without
+        ``raise_on_error``, a command's error is its reply."""
         pipe = self.client.pipeline(transaction=False)
         for shard in self.all_shards():
             read(pipe, shard.keys)
-        return list(pipe.execute())
+        return list(pipe.execute(raise_on_error=raise_on_error))

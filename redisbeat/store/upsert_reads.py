@@ -60,13 +60,14 @@ def read_for_write(connection: Connection, keys: Keys, names: list[str]) -> Read
     return now_ms, olds, scores, states, claims, spent
 
 
-def is_lost(entry: Entry, score: Any, spent: Any, hold: Hold) -> bool:
+def is_lost(entry: Entry, score: Any, spent: Any, state: str | None) -> bool:
     """Whether ``entry`` is off its schedule though not for good, which nothing redisbeat
     does leaves it (its schedule key was deleted, say). One that left it for good is in the
-    spent index, or, once the index has forgotten it, has run its one run."""
+    spent index, or, once the index has forgotten it, has run its one run (its ``state``)."""
     if score is not None or spent is not None:
         return False
-    return not (hold.runs and (entry.one_off or isinstance(entry.schedule, Clocked)))
+    once = entry.one_off or isinstance(entry.schedule, Clocked)
+    return not (once and Hold.of(state, 0).runs)
 
 
 def said_back(names: list[str]) -> None:

@@ -44,19 +44,17 @@ if ARGV[5] ~= '1' then
   end
 end
 redis.call('HDEL', KEYS[3], ARGV[1])
-if current == ARGV[3] then
-  if ARGV[5] == '1' or ARGV[4] == '' or redis.call('ZSCORE', KEYS[2], ARGV[1]) then
-    return 0
+local unchanged = current == ARGV[3]
+if unchanged and (ARGV[5] == '1' or ARGV[4] == '') then
+  return 0 -- (the check above found it off its schedule when it asked for a due time)
+end
+if not unchanged then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+  if KEYS[5] ~= KEYS[4] then
+    redis.call('SREM', KEYS[5], ARGV[1])
   end
-  redis.call('ZADD', KEYS[2], tonumber(ARGV[4]), ARGV[1])
-  redis.call('PUBLISH', ARGV[6], ARGV[1])
-  return 1
+  redis.call('SADD', KEYS[4], ARGV[1])
 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-if KEYS[5] ~= KEYS[4] then
-  redis.call('SREM', KEYS[5], ARGV[1])
-end
-redis.call('SADD', KEYS[4], ARGV[1])
 if ARGV[5] ~= '1' then
   if ARGV[4] == '' then
     redis.call('ZREM', KEYS[2], ARGV[1])
