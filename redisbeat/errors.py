@@ -89,7 +89,7 @@ class OwnershipError(RedisBeatError):
 
 class Incompatible(RedisBeatError):
     """What redisbeat runs with cannot work, and no retry mends it: a Redis server older than
-    6.2 or without a command the scripts call, a kombu whose Redis transport refuses the
+    6.2 or without a command it calls, a kombu whose Redis transport refuses the
     installed redis-py. The message is one line that names what, and the fix.
 
     A beat stops on it (one line, no traceback) rather than retry forever, and so does the

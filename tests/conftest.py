@@ -182,7 +182,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterRig]:
 
 @pytest.fixture(scope="module")
 def server_without_zmscore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """A redis-server without ZMSCORE (renamed away), which the scripts call: it stands for a
+    """A redis-server without ZMSCORE (renamed away), which redisbeat calls: it stands for a
     server redisbeat cannot work with, as Redis 6.0 is."""
     server = RedisServer(
         tmp_path_factory.mktemp("no-zmscore"), extra_args=["--rename-command", "ZMSCORE", ""]

@@ -24,8 +24,9 @@ from .errors import RedisTrouble, StoreIncompatible, StoreRefused
 
 #: The oldest Redis redisbeat runs on.
 MINIMUM = (6, 2)
-#: The commands the scripts call that Redis 6.0 lacks, and the release that brought each
-#: (the tests read ``lua/*.lua`` so that this cannot fall behind them).
+#: The commands redisbeat calls (in its scripts, or from the store's modules) that Redis 6.0
+#: lacks, and the release that brought each (the tests read ``lua/*.lua`` and the store's
+#: modules so that this cannot fall behind them).
 NEWER_COMMANDS: dict[str, str] = {"ZMSCORE": "6.2"}
 #: Every Valkey is a fork of Redis 7.2, whatever its own version.
 VALKEY_IS_REDIS = (7, 2)
@@ -73,8 +74,8 @@ def refusal(server: Server | None, missing: Collection[str], where: str) -> str 
     release = server.redis_release if server is not None else None
     if release is not None and release < MINIMUM:
         return (
-            f"{server} at {where} is too old: redisbeat needs Redis {least} or later (its "
-            f"scripts call {', '.join(NEWER_COMMANDS)}); upgrade the server, or point "
+            f"{server} at {where} is too old: redisbeat needs Redis {least} or later (it "
+            f"calls {', '.join(NEWER_COMMANDS)}); upgrade the server, or point "
             f"redisbeat_redis_url at one that is Redis {least} or later"
         )
     if not missing:
@@ -90,7 +91,7 @@ def refusal(server: Server | None, missing: Collection[str], where: str) -> str 
     )
     return (
         f"{what} has no {', '.join(names)} command{'s' if len(names) > 1 else ''} (Redis "
-        f"{since}+), which redisbeat's scripts call; {fix}"
+        f"{since}+), which redisbeat calls; {fix}"
     )
 
 

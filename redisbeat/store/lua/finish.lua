@@ -49,9 +49,9 @@ local beat, lease_until = ARGV[1], tonumber(ARGV[2])
 local now_s, beat_s = tostring(now), json_string(beat)
 local lease_s = json_ms(ARGV[2], lease_until)
 local tail = claim_tail(beat_s, lease_s)
--- Whether a score (as ZMSCORE spells it) is this claim's lease: most are spelled alike.
+-- Whether an entry's score, as read below, is this claim's lease.
 local function holds_lease(s)
-  return s == lease_s or tonumber(s) == lease_until
+  return s == lease_s
 end
 local quarantine_after = tonumber(ARGV[4])
 local finished = 0
@@ -88,8 +88,19 @@ local function read(i, command, expected, fields)
   end
   return bad
 end
-local bad = read(1, 'ZMSCORE', 'zset', names) or read(2, 'HMGET', 'hash', names)
-  or read(3, 'HMGET', 'hash', recorded)
+-- The schedule is read as the members that still hold this claim's lease (lease_s here):
+-- one range, where reading each member's score would have Redis spell every one as text,
+-- the dearest part of the read. Any other member has no score here: it left the schedule,
+-- or its score changed (an edit, run now, another beat's claim).
+local held = redis.pcall('ZRANGEBYSCORE', KEYS[1], ARGV[2], ARGV[2])
+local bad = key_error(held, 1, 'zset')
+if bad then
+  return bad
+end
+for i = 1, #held do
+  copies[1][held[i]] = lease_s
+end
+bad = read(2, 'HMGET', 'hash', names) or read(3, 'HMGET', 'hash', recorded)
 if bad then
   return bad
 end

@@ -37,7 +37,7 @@ local CHUNK = 1000
 local function chunk(args, first)
   return unpack(args, first, math.min(first + CHUNK - 1, #args))
 end
--- One read (HMGET, ZMSCORE) of many fields of KEYS[i], the replies joined; or, as the second
+-- One read (HMGET) of many fields of KEYS[i], the replies joined; or, as the second
 -- value, the error reply, a wrong type named as wrong_type names it: the read is the type check.
 local function read_many(command, i, expected, fields)
   local out = {}
