@@ -15,12 +15,14 @@ from typing import Any
 
 import pytest
 import redis
+from click.testing import CliRunner
 from redis.client import Pipeline
 from test_beats import add_interval_entries, broker, expected, store_for
 from test_dispatcher import dispatcher, every, make_due
 
-from redisbeat import Entry, ScheduleStore
+from redisbeat import Entry, ScheduleStore, StoreRefused
 from redisbeat.beat.loop import Dispatcher
+from redisbeat.cli import main
 from redisbeat_testkit.messages import read_queue
 from redisbeat_testkit.ports import wait_until
 from redisbeat_testkit.processes import Beats
@@ -375,6 +377,31 @@ def test_store_api_writes_name_the_key_of_the_wrong_type_and_write_nothing(store
         store.remove("e")
     repair_key(admin, store.keys.schedule)
     assert store.get("e") == every("e", 60)
+
+
+def test_a_pipelined_read_names_the_key_of_the_wrong_type(store, admin):
+    store.upsert(every("e", 60))
+    break_key(admin, store.keys.entries)
+    with pytest.raises(StoreRefused) as raised:
+        len(store)  # one HLEN per shard, pipelined
+    line = raised.value.describe()
+    assert f"holds {store.keys.entries} with the wrong type (WRONGTYPE Operation" in line
+    assert "pipeline" not in line and line.endswith("an operator must delete or repair the key")
+
+
+def test_the_command_line_names_each_key_of_the_wrong_type_and_what_it_holds(server, store, admin):
+    store.upsert(every("e", 60))
+    break_key(admin, store.keys.schedule)
+    break_key(admin, store.keys.state)
+    wrong = (
+        f"{store.keys.schedule} is a string where redisbeat keeps a zset; "
+        f"{store.keys.state} is a string where redisbeat keeps a hash"
+    )
+    for command in (["list"], ["status"], ["show", "e"], ["pause", "e"], ["enable", "e"]):
+        result = CliRunner().invoke(main, ["--url", server.url(), "--prefix", "p", *command])
+        assert result.exit_code == 3, (command, result.output)
+        [line] = result.output.strip().splitlines()
+        assert f"holds a key of the wrong type ({wrong}); an operator must delete" in line, line
 
 
 # -- NOPERM and a rejected login ----------------------------------------------------------------

@@ -118,7 +118,8 @@ def guarded(command: Callable[P, R]) -> Callable[P, R]:
         try:
             return command(*args, **kwargs)
         except StoreError as exc:
-            raise Failed(*store_failure(exc)) from None
+            tool = next((a for a in args if isinstance(a, Tool)), None)
+            raise Failed(*store_failure(exc, tool)) from None
         except Incompatible as exc:
             raise Failed(str(exc), exc.exit_code) from None
         except EntryNotFound as exc:
@@ -149,10 +150,11 @@ def _not_found(exc: EntryNotFound, args: tuple[Any, ...]) -> str:
     return str(exc)
 
 
-def store_failure(exc: StoreError) -> tuple[str, int]:
+def store_failure(exc: StoreError, tool: Tool | None = None) -> tuple[str, int]:
     """The line and exit code of a store error: trouble mended in a setting or the server's
     configuration (a password, TLS, an ACL, the database) names the URL, the fix and has an
-    exit code of its own; an outage or another error reply is exit code 3."""
+    exit code of its own; an outage or another error reply is exit code 3. Keys of the
+    wrong type are named with the type each holds, when ``tool`` can look."""
     trouble = exc.trouble
     if trouble.misconfigured or isinstance(exc, Incompatible):
         return exc.describe(), trouble.exit_code
@@ -162,7 +164,26 @@ def store_failure(exc: StoreError) -> tuple[str, int]:
             f"cannot reach Redis{at} ({exc}); check the host and port, and that the server "
             "is running and accepts connections from this host"
         ), REDIS
-    return f"Redis answered with an error: {exc}", REDIS
+    if trouble.kind == "wrongtype" and tool is not None:
+        return _wrong_types(exc, tool), REDIS
+    return exc.describe(), REDIS
+
+
+def _wrong_types(exc: StoreError, tool: Tool) -> str:
+    """The line for a key of the wrong type, naming those of the deployment."""
+    try:
+        wrong = tool.store.wrong_types()
+    except RedisBeatError:
+        wrong = []
+    if not wrong:
+        return exc.describe()
+    keys = "; ".join(
+        f"{key} is a {found} where redisbeat keeps a {want}" for key, found, want in wrong
+    )
+    return (
+        f"Redis at {exc.where or 'the URL configured'} holds a key of the wrong type ({keys}); "
+        "an operator must delete or repair the key"
+    )
 
 
 pass_tool = click.make_pass_decorator(Tool)

@@ -176,6 +176,19 @@ class Keys:
         entry whose history is still to come (an editor moved it, without lists)."""
         return self._lane_key("arrived")
 
+    def typed(self) -> dict[str, str]:
+        """The shard's keys whose names are fixed, each with the type it holds (as ``TYPE``
+        names it): what a stray write by hand can break."""
+        hashes = [self.entries, self.state, self.inflight, self.quarantine, self.running]
+        hashes += [self.not_started, self.shard_layout, self.moving, self.arrived]
+        hashes += [self.delayed_tasks, self.delayed_inflight, self.delayed_quarantine]
+        hashes += [self.delayed_moving, self.delayed_arrived]
+        typed = dict.fromkeys([self.schedule, self.spent, self.delayed], "zset")
+        typed |= dict.fromkeys(hashes, "hash")
+        if self.shard == 0:
+            typed |= {self.beats: "zset", self.config: "hash", self.activity_log: "stream"}
+        return typed
+
     # -- delayed one-off tasks (each shard has its own) ------------------------------------
 
     @property

@@ -130,6 +130,18 @@ class EntryReads(StoreBase):
         pairs = zip(counts[::2], counts[1::2], strict=True)
         return any(isinstance(n, int) and n > 0 and m == 0 for n, m in pairs)
 
+    @translated
+    def wrong_types(self) -> list[tuple[str, str, str]]:
+        """The keys of the deployment holding another type than redisbeat keeps there, as
+        (key, the type found, the type redisbeat keeps); a key that does not exist is fine."""
+        expected = [item for shard in self.all_shards() for item in shard.keys.typed().items()]
+        found = self._each_shard(lambda pipe, keys: [pipe.type(key) for key in keys.typed()])
+        return [
+            (key, text(kind), want)
+            for (key, want), kind in zip(expected, found, strict=True)
+            if text(kind) not in ("none", want)
+        ]
+
     def _each_shard(
         self, read: Callable[[Any, Keys], Any], raise_on_error: bool = True
     ) -> list[Any]:

@@ -47,6 +47,11 @@ _CLUSTER_ONLY = "not allowed in cluster mode"
 _NOT_CLUSTER = "Cluster mode is not enabled"
 #: The key named by the scripts' own WRONGTYPE error (lua/prelude.lua).
 _KEY_IN_TEXT = re.compile(r"^WRONGTYPE redisbeat: key (\S+) ")
+#: How redis-py words the error of a pipelined command: the command (its name, then its key,
+#: for the commands that can meet a key of the wrong type), then Redis's reply.
+_PIPELINED = re.compile(
+    r"^Command # \d+ \((\S+) ?(\S*)[^)]*\) of pipeline caused error: (.*)$", re.S
+)
 #: How Redis says that no password was given: ``NOAUTH``, also to a ``HELLO`` before ``AUTH``
 #: (redis-py strips the code where it does not keep it in ``status_code``).
 _NO_PASSWORD = (
@@ -115,6 +120,9 @@ class RedisTrouble:
         if kind is None:
             kind = "noperm" if _SCRIPT_ACL_DENIAL in text else "refused"
         key = _KEY_IN_TEXT.match(text)
+        pipelined = _PIPELINED.match(str(exc))
+        if key is None and pipelined is not None and kind == "wrongtype":
+            return cls(kind, text, pipelined[2] or None)
         return cls(kind, text, key[1] if key else None)
 
     @property
@@ -132,6 +140,8 @@ class RedisTrouble:
         if self.kind == "incompatible":
             return self.reply
         what = _tls_line(self.reply) if self.kind == "tls" else _LINES.get(self.kind)
+        if self.kind == "wrongtype" and self.key and self.key not in self.reply:
+            return f"Redis at {where} {_WRONG_KEY.format(key=self.key, reply=self.reply)}"
         return f"Redis at {where} {(what or _REFUSED).format(reply=self.reply)}"
 
     @property
@@ -193,6 +203,8 @@ _LINES = {
     ),
 }
 _REFUSED = "refused a command ({reply})"
+#: The WRONGTYPE line where the reply does not name the key but the command did.
+_WRONG_KEY = "holds {key} with the wrong type ({reply}); an operator must delete or repair the key"
 
 
 def _tls_line(reply: str) -> str:
@@ -258,8 +270,12 @@ def _while_connecting(exc: BaseException) -> bool:
 
 
 def _reply_text(exc: BaseException) -> str:
-    """Redis's error reply as Redis sent it, code first (redis-py strips some codes off)."""
+    """Redis's error reply as Redis sent it, code first (redis-py strips some codes off, and
+    words a pipelined command's error as its own sentence around it)."""
     text = str(exc)
+    pipelined = _PIPELINED.match(text)
+    if pipelined is not None:
+        text = pipelined[3]
     code = getattr(exc, "status_code", None) or _CODES.get(type(exc))
     if code is None:
         code = next((c for k, c in _CODES.items() if isinstance(exc, k)), None)

@@ -45,8 +45,10 @@ if ARGV[5] ~= '1' then
 end
 redis.call('HDEL', KEYS[3], ARGV[1])
 local unchanged = current == ARGV[3]
+-- An unchanged definition written with a due time goes on: the check above found it off
+-- its schedule (ARGV[9] '' with no score), and this puts it back.
 if unchanged and (ARGV[5] == '1' or ARGV[4] == '') then
-  return 0 -- (the check above found it off its schedule when it asked for a due time)
+  return 0
 end
 if not unchanged then
   redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
