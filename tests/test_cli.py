@@ -144,6 +144,20 @@ def test_an_app_that_does_not_load_is_a_usage_error(tmp_path):
 # -- add, show, list --------------------------------------------------------------------------
 
 
+def test_a_table_piped_to_another_program_keeps_each_row_on_one_line(redis_server, prefix, store):
+    name, task = "nightly-report-" + "x" * 70, "proj.reports." + "y" * 80
+    store.upsert(Entry(name, task, Interval(3600)))
+    env = {k: v for k, v in environ_without_django().items() if k != "COLUMNS"}
+    command = [sys.executable, "-c", "from redisbeat.cli import main; main()"]
+    command += ["--url", redis_server.url()]
+    result = subprocess.run(
+        [*command, "--prefix", prefix, "list"], capture_output=True, text=True, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    [row] = [line for line in result.stdout.splitlines() if name in line]
+    assert task in row and "Every hour" in row
+
+
 def test_add_each_kind_and_show_its_next_runs_in_its_zone_and_in_words(cli, store):
     assert cli("add", "tick", "proj.ping", "--every", "1m30s").exit_code == 0
     added = cli("add", "berlin", "proj.ping", "--cron", "0 9 * * 1-5", "--tz", "Europe/Berlin")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, is_dataclass
 from datetime import datetime
@@ -56,6 +57,10 @@ class Failed(click.ClickException):
         self.exit_code = exit_code  # type: ignore[misc]  # click's default, per instance
 
 
+#: The width of output that goes to no terminal: wide enough for any row.
+PIPED_WIDTH = 10_000
+
+
 class Tool:
     """The ``ctx.obj`` of every command: opens the deployment's store at first use."""
 
@@ -65,6 +70,10 @@ class Tool:
         self._app = app
         self._store: ScheduleStore | None = None
         self.out = Console(highlight=False, soft_wrap=False)
+        if not self.out.is_terminal and "COLUMNS" not in os.environ:
+            # Piped or redirected (grep, a file, a CI log): each row on one line, where rich
+            # would fold the cells at 80 columns.
+            self.out.width = PIPED_WIDTH
         self.err = Console(stderr=True, highlight=False)
 
     @property
