@@ -8,6 +8,7 @@ real redis-server processes, with a TCP proxy where the link itself must misbeha
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from test_dispatcher import Recorder, dispatcher, every, make_due
 
 from redisbeat import Entry, ScheduleStore, occurrence_id
 from redisbeat.beat.activity import Activity
+from redisbeat.beat.lease import LeaseKeeper
 from redisbeat.store.scripts import CLAIM
 from redisbeat_testkit.ports import wait_until
 from redisbeat_testkit.proxy import TcpProxy
@@ -114,6 +116,27 @@ def test_a_batch_sent_for_longer_than_its_lease_is_renewed_and_never_taken_over(
     assert client.hlen(store.keys.inflight) == 0
     assert store.state("e0").total_run_count == 1
     d.close()
+
+
+def test_a_batch_in_hand_is_let_go_while_redis_is_frozen(own_redis: RedisServer):
+    """Every renewal waits out the socket timeout (longer than a sixth of the lease): the
+    keeper must still wait between them, or the beat could never let go of the batch (and a
+    SIGTERM would hang for as long as Redis stays frozen)."""
+    client = redis.Redis.from_url(own_redis.url(), decode_responses=True, socket_timeout=0.5)
+    store = ScheduleStore(client, prefix="p")
+    keeper = LeaseKeeper(store, "b", lease_seconds=1.5)
+    keeper.hold(store.now_ms() + 1500, ["e"], time.monotonic())
+    own_redis.process.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(2)  # renewals fail meanwhile (had none begun, release() would pass anyway)
+        released = threading.Thread(target=keeper.release, daemon=True)
+        released.start()
+        released.join(3)
+        assert not released.is_alive(), "release() waited for Redis to come back"
+    finally:
+        own_redis.process.send_signal(signal.SIGCONT)
+    keeper.close()
+    store.close()
 
 
 def test_a_beat_survives_redis_going_away_tries_it_often_and_resumes_at_once_losing_nothing(

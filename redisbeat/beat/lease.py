@@ -95,7 +95,9 @@ class LeaseKeeper:
         except StoreError as exc:
             # The beat's own next call will meet the same trouble and say so; try again soon.
             log.debug("redisbeat: could not renew a lease: %s", exc)
-            self._renew_at = requested + self.lease_seconds * RENEW_AFTER / 2
+            # From now, not from the request: after a renewal that waited out a socket
+            # timeout, _run still waits (letting release() take the lock) before the next.
+            self._renew_at = time.monotonic() + self.lease_seconds * RENEW_AFTER / 2
             return
         self._since = requested
         self._renew_at = requested + self.lease_seconds * RENEW_AFTER
