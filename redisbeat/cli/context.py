@@ -40,7 +40,7 @@ from rich.table import Table
 from ..config import Config
 from ..errors import EntryNotFound, Incompatible, OwnershipError, RedisBeatError
 from ..store import ScheduleStore
-from ..store.errors import StoreError, StoreUnavailable
+from ..store.errors import RedisTrouble, StoreError, StoreUnavailable
 from ..store.formats import check_format
 
 P = ParamSpec("P")
@@ -189,10 +189,7 @@ def _wrong_types(exc: StoreError, tool: Tool) -> str:
     keys = "; ".join(
         f"{key} is a {found} where redisbeat keeps a {want}" for key, found, want in wrong
     )
-    return (
-        f"Redis at {exc.where or 'the URL configured'} holds a key of the wrong type ({keys}); "
-        "an operator must delete or repair the key"
-    )
+    return RedisTrouble("wrongtype", keys).describe(exc.where or "the URL configured")
 
 
 pass_tool = click.make_pass_decorator(Tool)

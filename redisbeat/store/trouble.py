@@ -119,11 +119,10 @@ class RedisTrouble:
             kind = _KINDS[found[1]] if found else None
         if kind is None:
             kind = "noperm" if _SCRIPT_ACL_DENIAL in text else "refused"
-        key = _KEY_IN_TEXT.match(text)
-        pipelined = _PIPELINED.match(str(exc))
-        if key is None and pipelined is not None and kind == "wrongtype":
-            return cls(kind, text, pipelined[2] or None)
-        return cls(kind, text, key[1] if key else None)
+        named = _KEY_IN_TEXT.match(text)
+        pipelined = _PIPELINED.match(str(exc)) if kind == "wrongtype" else None
+        key = named[1] if named else (pipelined[2] or None) if pipelined else None
+        return cls(kind, text, key)
 
     @property
     def exit_code(self) -> int:
