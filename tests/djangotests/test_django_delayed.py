@@ -11,6 +11,7 @@ import pytest
 from celery.beat import Service
 from django.db import connection, transaction
 from django.utils import timezone
+from polling import once_unlocked, polled
 
 from redisbeat import InvalidEntry, StoreError
 from redisbeat.schedule.clock import to_ms
@@ -28,6 +29,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def quick_retry(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(outbox.retrier, "min_seconds", 0.1)
     monkeypatch.setattr(outbox.retrier, "max_seconds", 0.3)
+
+
+@polled
+def outbox_empty() -> bool:
+    """No call waits (read while the background retry pushes)."""
+    return not DelayedCall.objects.exists()
 
 
 def soon(seconds: float) -> datetime:
@@ -95,7 +102,7 @@ def test_calls_made_while_redis_is_down_are_pushed_in_order_once_it_is_back(
             delayed.cancel("gone")
             own_redis.stop()  # Redis goes away before the transaction commits
         assert "delayed calls wait for Redis" in caplog.text
-    kept = list(DelayedCall.objects.values_list("op", "key"))
+    kept = once_unlocked(lambda: list(DelayedCall.objects.values_list("op", "key")), "the rows")
     assert kept == [
         (CallKind.DELAY, "invoice"),
         (CallKind.RESCHEDULE, "invoice"),
@@ -104,7 +111,7 @@ def test_calls_made_while_redis_is_down_are_pushed_in_order_once_it_is_back(
         (CallKind.CANCEL, "gone"),
     ]
     own_redis.start()
-    wait_until(lambda: not DelayedCall.objects.exists(), 20, "the outbox pushed")
+    wait_until(outbox_empty, 20, "the outbox pushed")
     invoice = own_store.get_delayed("invoice")
     assert invoice is not None
     assert abs(to_ms(invoice.eta) - to_ms(soon(3600 - 1800))) < 10_000
@@ -116,11 +123,12 @@ def test_calls_made_while_redis_is_down_are_pushed_in_order_once_it_is_back(
 def test_a_countdown_runs_from_when_the_call_was_made(own_store, own_redis, quick_retry):
     own_redis.stop()
     key = delayed.delay("reports.daily", countdown=600)
-    made = DelayedCall.objects.get(key=key)
+    made = once_unlocked(lambda: DelayedCall.objects.get(key=key), "the row")
     # The call waited 5 minutes for Redis (as after an outage of that length).
-    DelayedCall.objects.filter(pk=made.pk).update(made_at=made.made_at - timedelta(minutes=5))
+    waited = made.made_at - timedelta(minutes=5)
+    once_unlocked(lambda: DelayedCall.objects.filter(pk=made.pk).update(made_at=waited), "it")
     own_redis.start()
-    wait_until(lambda: not DelayedCall.objects.exists(), 20, "the outbox pushed")
+    wait_until(outbox_empty, 20, "the outbox pushed")
     task = own_store.get_delayed(key)
     assert task is not None
     assert abs(to_ms(task.eta) - to_ms(made.made_at + timedelta(minutes=5))) < 5000
@@ -194,7 +202,7 @@ def test_calls_left_by_a_process_that_died_are_pushed_by_a_beat_start_and_the_ta
     left_behind("first")
     _beat_started(sender=Service(app, scheduler_cls="redisbeat.RedisScheduler"))
     wait_until(lambda: rb_store.get_delayed("first") is not None, 20, "pushed at beat start")
-    wait_until(lambda: not DelayedCall.objects.exists(), 20, "the outbox emptied")
+    wait_until(outbox_empty, 20, "the outbox emptied")
     # The beat start's push reads the outbox until it is empty: once it has ended, only the
     # task can find "second".
     busy = {"redisbeat-django-sync", f"redisbeat-django-{outbox.retrier.name}"}

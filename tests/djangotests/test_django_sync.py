@@ -8,7 +8,8 @@ import logging
 import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
-from django.db import DatabaseError, connection, transaction
+from django.db import connection, transaction
+from polling import polled
 
 from redisbeat import Entry
 from redisbeat.schedule.kinds import Cron, Interval
@@ -244,14 +245,10 @@ def test_the_migrations_describe_the_models_exactly():
     call_command("makemigrations", "redisbeat_django", "--check", "--dry-run", verbosity=0)
 
 
+@polled
 def all_synced() -> bool:
-    """Every row synced. The tests' SQLite is in memory, where a read that meets the
-    background retry's write fails at once (it does not wait): that read says "not yet"."""
-    try:
-        statuses = set(PeriodicTask.objects.values_list("sync_status", flat=True))
-    except DatabaseError:
-        return False
-    return statuses == {SyncStatus.SYNCED}
+    """Every row synced (read while the background retry writes)."""
+    return set(PeriodicTask.objects.values_list("sync_status", flat=True)) == {SyncStatus.SYNCED}
 
 
 def test_the_background_retry_outlives_a_database_error_when_redis_comes_back(
