@@ -139,6 +139,20 @@ def test_a_batch_in_hand_is_let_go_while_redis_is_frozen(own_redis: RedisServer)
     store.close()
 
 
+def test_a_beat_stopped_while_redis_is_down_says_what_becomes_of_its_claims(
+    own_redis: RedisServer, caplog
+):
+    client = redis.Redis.from_url(own_redis.url(), decode_responses=True, socket_timeout=1)
+    d = dispatcher(ScheduleStore(client, prefix="p"), Recorder())
+    d.tick()  # registered
+    own_redis.stop()
+    with caplog.at_level(logging.WARNING, logger="redisbeat"):
+        d.close()
+    [line] = [r.getMessage() for r in caplog.records if "stopped without" in r.getMessage()]
+    assert f"beat {d.beat_id} stopped without reaching Redis" in line
+    assert "when their lease ends" in line
+
+
 def test_a_beat_survives_redis_going_away_tries_it_often_and_resumes_at_once_losing_nothing(
     own_redis: RedisServer, caplog
 ):

@@ -55,6 +55,11 @@ class Unbuffered:
     def flush(self) -> Mapping[str, str | None]:
         return {} if self._flush is None else self._flush()
 
+    def probe(self) -> None:
+        # The broker answers unless the send callable says it is down (a Recorder's fail).
+        if getattr(self._send, "fail", False):
+            raise ConnectionError("broker down")
+
 
 def dispatcher(
     store: ScheduleStore, publish: Callable[[Entry, str, int, int], None], **config: object

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 import redis
 import yaml
-from test_dispatcher import Recorder, dispatcher, every, make_due
+from test_dispatcher import Recorder, Unbuffered, dispatcher, every, make_due
 
 from redisbeat import ScheduleStore, occurrence_id, signals
 from redisbeat.beat.activity import Activity
+from redisbeat.beat.loop import Dispatcher
 from redisbeat.beat.metrics import Metrics
 from redisbeat.beat.observe import Observer
 from redisbeat.config import Config
@@ -278,3 +279,35 @@ def test_several_beats_on_one_host_serve_their_metrics_on_one_port(
     wait_until(taken_over, 60, "the other beat to serve the metrics of both")
     # Logged once its server is up, which a scrape can reach a moment before.
     wait_until(lambda: "serving metrics" in other.output(), 10, "the takeover's log line")
+
+
+def test_messages_the_broker_did_not_take_are_counted_as_handed_back_not_sent(store, client, heard):
+    """Buffered, then refused by the broker at the flush: the summary, the metrics and the
+    signals count hand-backs (and no missed occurrences: the next claim counts those)."""
+    store.upsert_many([every(n, 1) for n in ("a", "b", "c")])
+    for n in ("a", "b", "c"):
+        make_due(client, store, n, 3_500)  # three missed before the one it sends
+    buffered: list[str] = []
+    broker_down = True
+
+    def flush() -> dict[str, str | None]:
+        failed = {task_id: None for task_id in buffered} if broker_down else {}
+        buffered.clear()
+        return failed
+
+    config = Config(redis_url="redis://unused", key_prefix=store.keys.prefix)
+    d = Dispatcher(store, config, Unbuffered(lambda e, t, due, now: buffered.append(t), flush))
+    assert d.tick() > 0  # backs off
+    d.activity.period = 0
+    summary = d.activity.report()
+    assert summary is not None
+    assert (summary["sent"], summary["handed_back"], summary["missed"]) == (0, 3, 0)
+    assert "entry_sent" not in heard and "occurrence_missed" not in heard
+    broker_down = False
+    d.tick()
+    assert sorted(s["name"] for s in heard["entry_sent"]) == ["a", "b", "c"]
+    assert sorted((m["name"], m["count"]) for m in heard["occurrence_missed"]) == [
+        ("a", 3),
+        ("b", 3),
+        ("c", 3),
+    ]

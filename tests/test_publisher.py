@@ -539,6 +539,33 @@ def test_the_scheduler_sends_a_batch_in_one_go_with_redisbeats_headers(
         assert h["redisbeat_beat"] == scheduler.dispatcher.beat_id
 
 
+def test_the_beats_connection_to_a_redis_broker_waits_for_a_reply_as_long_as_its_store(
+    redis_server, prefix, keep_signal_handlers
+):
+    """kombu waits forever by default: a silent link would hold the batch in hand forever.
+    Timeouts the app's broker_transport_options set stand; other brokers are left alone."""
+    apps = {url: make_app(url) for url in (redis_server.url(BROKER_DB), "memory://")}
+    schedulers = []
+    for app in apps.values():
+        app.conf.redisbeat_redis_url = redis_server.url(0)
+        app.conf.redisbeat_key_prefix = prefix
+        app.conf.redisbeat_socket_timeout = 3.0
+        app.conf.broker_transport_options = {"socket_connect_timeout": 1.5}
+        schedulers.append(RedisScheduler(app))
+    try:
+        on_redis, on_memory = (s.connection.transport_options for s in schedulers)
+        assert on_redis == {"socket_timeout": 3.0, "socket_connect_timeout": 1.5}
+        assert on_memory == {"socket_connect_timeout": 1.5}
+        pool = schedulers[0].producer.channel.client.connection_pool
+        assert pool.connection_kwargs["socket_timeout"] == 3.0
+        assert pool.connection_kwargs["socket_connect_timeout"] == 1.5
+    finally:
+        for scheduler in schedulers:
+            scheduler.close()
+        for app in apps.values():
+            app.close()
+
+
 def test_the_dispatcher_hands_back_exactly_the_occurrences_a_flush_reports_unsent(store, client):
     buffered: list[str] = []
 
@@ -603,7 +630,8 @@ def test_a_broker_failure_hands_claims_back_while_a_refused_entry_fails_alone(
     producer = app.amqp.Producer(connection, auto_declare=False)
     store.upsert(Entry("ok", "t.plain", Interval(60)))
     store.upsert(Entry("bad", "t.typed", Interval(60)))  # x is missing: refused by Celery
-    dues = {name: make_due_now(client, store, name) for name in ("ok", "bad")}
+    # "bad" first: after a broker failure the rest of a batch is handed back untried.
+    dues = {"bad": make_due_now(client, store, "bad", 20), "ok": make_due_now(client, store, "ok")}
     try:
         publisher = Publisher(app, lambda: producer, BEAT, 100)
         config = Config(redis_url="redis://unused", key_prefix=store.keys.prefix)
@@ -619,8 +647,8 @@ def test_a_broker_failure_hands_claims_back_while_a_refused_entry_fails_alone(
     assert store.state("bad").failures == 1 and "TypeError" in str(store.state("bad").last_error)
 
 
-def make_due_now(client: redis.Redis, store: ScheduleStore, name: str) -> int:
-    due = store.now_ms() - 10
+def make_due_now(client: redis.Redis, store: ScheduleStore, name: str, ms_ago: int = 10) -> int:
+    due = store.now_ms() - ms_ago
     client.zadd(store.keys.schedule, {name: due})
     return due
 
@@ -718,3 +746,32 @@ def test_a_backlog_of_expired_messages_goes_out_as_celery_sends_them_told_once_a
     assert summary.levelno == logging.WARNING
     assert "200 message(s) sent after their expiry had passed" in summary.getMessage()
     assert publisher.messages.expired == 200
+
+
+def test_a_list_the_broker_refuses_takes_back_only_its_own_messages(
+    store, client, app, producer, broker, caplog
+):
+    """One LPUSH per queue, in one pipeline: the broker may refuse one (a full memory, a key
+    of the wrong type) and take the others, whose messages went out and stay sent."""
+    store.upsert(Entry("refused", "t.plain", Interval(60)))  # to the "celery" queue
+    store.upsert(Entry("taken", "t.plain", Interval(60), options={"queue": "other"}))
+    publisher = Publisher(app, lambda: producer, BEAT, 100)
+    config = Config(redis_url="redis://unused", key_prefix=store.keys.prefix)
+    for name in ("refused", "taken"):
+        make_due_now(client, store, name)
+    Dispatcher(store, config, publisher, beat_id=BEAT).tick()  # both sent, queues declared
+    assert len(take_messages(broker)) == 2
+    broker.set("celery", "not a list")
+    dues = {name: make_due_now(client, store, name) for name in ("refused", "taken")}
+    with caplog.at_level(logging.DEBUG, logger="redisbeat"):
+        Dispatcher(store, config, publisher, beat_id=BEAT).tick()
+        Dispatcher(store, config, publisher, beat_id=BEAT).tick()  # refused again: DEBUG
+    assert client.zscore(store.keys.schedule, "refused") == dues["refused"]  # handed back
+    assert store.state("refused").total_run_count == 1
+    assert store.state("taken").total_run_count == 2
+    broker.delete("celery")
+    [sent] = take_messages(broker)
+    assert sent["headers"]["redisbeat_entry"] == "taken"
+    refusals = [r for r in caplog.records if "(ResponseError: WRONGTYPE" in r.getMessage()]
+    assert [r.levelno for r in refusals] == [logging.ERROR, logging.DEBUG]
+    assert "the broker refused 1 of 2 message(s) (ResponseError: WRONGTYPE" in refusals[0].message

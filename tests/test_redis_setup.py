@@ -175,7 +175,7 @@ def test_a_beat_stops_on_a_login_or_database_retrying_cannot_mend_in_one_critica
         assert f"{FATAL_ATTEMPTS} attempts in all, then this beat stops" in error
         assert f"still so after {FATAL_ATTEMPTS} attempts over" in critical
         assert "Traceback" not in output and WRONG not in output and PASSWORD not in output
-        assert "could not deregister" not in output
+        assert "stopped without reaching Redis" not in output
 
 
 def test_a_dispatcher_gives_up_on_a_rejected_login_at_its_last_attempt_and_not_before(

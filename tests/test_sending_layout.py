@@ -15,6 +15,7 @@ PACKAGE = Path(redisbeat.sending.__file__).parent
 ORDER = [
     "__init__",
     "publisher",
+    "delivery",
     "template",
     "lists",
     "envelope",

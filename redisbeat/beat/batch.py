@@ -50,6 +50,10 @@ class Sender(Protocol):
         """Send what was buffered; the task ids not sent, each with None (the broker failed:
         the claim is handed back) or why the message was refused for its entry."""
 
+    def probe(self) -> None:
+        """Return once the broker answers; raise its error while it does not (asked after
+        a broker failure, before the beat claims again)."""
+
     @property
     def expired(self) -> int:
         """Messages sent so far whose expiry had passed before they were sent."""
@@ -86,12 +90,18 @@ class BatchSender:
         self.loaded: dict[str, Entry] = {}
         #: The sender's count of expired messages, as last reported.
         self._expired = 0
+        #: Whether the broker failed a send of the last batch (the rest was handed back).
+        self.broker_failed = False
+        #: What was sent since the last flush, counted once the flush says it went out:
+        #: (entry, outcome, how late, whether recovered).
+        self._unreported: list[tuple[Entry, Outcome, int, bool]] = []
 
     def run(self, batch: ClaimBatch, outcomes: list[Outcome], stopping: Callable[[], bool]) -> None:
         """Send the batch, appending an outcome per claim; what was buffered goes out (or is
         handed back) whatever stops the loop."""
         self._changed, self.changed_back = set(), set()
         self.loaded = {}
+        self.broker_failed = False
         self.holds.begin(batch)
         try:
             self._send_all(batch, outcomes, stopping)
@@ -103,8 +113,9 @@ class BatchSender:
     ) -> None:
         received = time.monotonic()
         for claim in batch.claims:
-            if stopping() or time.monotonic() > self.leases.deadline():
-                # Not started: hand it back so another beat sends it now.
+            if stopping() or self.broker_failed or time.monotonic() > self.leases.deadline():
+                # Not started: hand it back so another beat sends it now (one whose broker
+                # answers, after a broker failure: this beat tries it before claiming again).
                 outcomes.append(Outcome(claim.name, "release", claim.due_ms))
                 continue
             try:
@@ -124,11 +135,7 @@ class BatchSender:
                 outcomes.append(self._reschedule(claim.name, entry, now_ms))
                 continue
             outcome = self._send(entry, claim, now_ms)
-            self.activity.record(outcome, now_ms - outcome.due_ms, claim.recovered)
-            if outcome.action == "sent":
-                self.observer.sent(entry, outcome, now_ms - outcome.due_ms, claim.recovered)
-            if outcome.missed:
-                self.observer.missed(entry, outcome.missed, outcome.error, outcome.due_ms)
+            self._unreported.append((entry, outcome, now_ms - outcome.due_ms, claim.recovered))
             outcomes.append(outcome)
 
     def _until_due(self, claim: Claim, wait_ms: int, outcomes: list[Outcome]) -> bool:
@@ -225,6 +232,7 @@ class BatchSender:
         except Exception:
             log.exception("redisbeat: could not send %s; handing it back", entry.name)
             self.holds.unmark(sent.name, sent.task_id)
+            self.broker_failed = True
             return Outcome(sent.name, "release", sent.due_ms)
         return sent
 
@@ -268,15 +276,30 @@ class BatchSender:
         if expired > self._expired:
             self.observer.expired(expired - self._expired)
             self._expired = expired
-        if not failed:
-            return
-        for i, o in enumerate(outcomes):
+        settled: dict[str, Outcome] = {}
+        for i, o in enumerate(outcomes if failed else ()):
             if o.action == "sent" and o.task_id in failed:
                 reason = failed[o.task_id]
-                outcomes[i] = (
+                self.broker_failed |= reason is None
+                outcomes[i] = settled[o.task_id] = (
                     Outcome(o.name, "release", o.due_ms) if reason is None else _failed(o, reason)
                 )
                 self.holds.unmark(o.name, o.task_id)
+        self._report(settled)
+
+    def _report(self, settled: Mapping[str, Outcome]) -> None:
+        """Count what was sent since the last flush as the flush settled it: a message the
+        broker did not take is a hand-back (its missed occurrences are the next claim's to
+        count), not a send, in the summary, the metrics and the signals."""
+        for entry, outcome, late_ms, recovered in self._unreported:
+            if outcome.action == "sent":
+                outcome = settled.get(outcome.task_id, outcome)
+            self.activity.record(outcome, late_ms, recovered)
+            if outcome.action == "sent":
+                self.observer.sent(entry, outcome, late_ms, recovered)
+            if outcome.missed and outcome.action != "release":
+                self.observer.missed(entry, outcome.missed, outcome.error, outcome.due_ms)
+        self._unreported.clear()
 
     def _quarantine(self, name: str, definition: str, exc: CorruptEntry) -> None:
         if self.store.quarantine(name, definition, str(exc), self.beat_id) or (

@@ -1,4 +1,11 @@
-"""The broker's Redis driver, checked before a beat's loop starts.
+"""The broker's Redis driver, checked before a beat's loop starts, and the timeouts of the
+beat's own connection to a Redis broker.
+
+kombu waits for a Redis broker's reply forever by default. A connection that stopped
+answering (a firewall or NAT that dropped it silently, a broker frozen in a failover) would
+hold the batch a beat is sending forever: its lease is renewed while the send waits, so no
+other beat may take it over. The beat's connection waits as long as its store's does
+(:func:`broker_timeouts`); a send that times out is a broker failure, handed back.
 
 kombu 5.7's Redis transport refuses a redis-py older than 6.1 at each connection it makes
 (``VersionMismatch``): a beat would fail every send, forever, and deliver nothing. Run at
@@ -15,11 +22,14 @@ from typing import Any
 
 from kombu.exceptions import VersionMismatch
 
+from ..config import Config
 from ..errors import Incompatible
-from ..sending.celery_internals import check_redis_transport
+from ..sending.celery_internals import check_redis_transport, redis_transport
 
 #: How kombu words the redis-py it needs ("... requires redis-py versions 6.1.0 or later").
 _NEEDED = re.compile(r"(\d+(?:\.\d+)+) or later")
+#: The redis-py timeouts a beat's broker connection shares with its store's.
+TIMEOUTS = ("socket_timeout", "socket_connect_timeout")
 
 
 def check_broker_driver(app: Any) -> None:
@@ -29,6 +39,16 @@ def check_broker_driver(app: Any) -> None:
         check_redis_transport(app)
     except VersionMismatch as exc:
         raise Incompatible(mismatch_text(str(exc))) from None
+
+
+def broker_timeouts(app: Any, config: Config) -> dict[str, Any]:
+    """Transport options for the beat's connection to a Redis broker: the store's socket
+    timeouts, where the app's ``broker_transport_options`` set none (theirs stand)."""
+    if redis_transport(app) is None:
+        return {}
+    given = app.conf.broker_transport_options or {}
+    timeouts = {key: config.redis_options.get(key) for key in TIMEOUTS}
+    return {key: value for key, value in timeouts.items() if key not in given}
 
 
 def mismatch_text(refusal: str) -> str:

@@ -28,7 +28,7 @@ from .batch import BatchSender, Sender
 from .heartbeats import Heartbeats
 from .lease import LeaseKeeper
 from .observe import Observer
-from .outage import Outage
+from .outage import PROBE_INTERVAL, BrokerOutage, Outage
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,7 @@ class Dispatcher:
             store, config, sender, self.beat_id, self.leases, self.activity, self.observer
         )
         self.outage = Outage(lambda: store.where)
+        self.broker = BrokerOutage(sender.probe)
         self.heartbeats = Heartbeats(store, config, self.beat_id, self.observer, on_heartbeat)
         self._unfinished: tuple[int, list[Outcome]] | None = None
         #: Why this beat cannot listen for changes, while it cannot.
@@ -94,6 +95,9 @@ class Dispatcher:
                 self._claim_by = 0.0
             if time.monotonic() < self._claim_by and not self.stop_requested:
                 return self._sleep_until_claim()
+            if not self.broker.reachable():
+                self._claim_by = 0.0
+                return PROBE_INTERVAL
             batch, outcomes = self._claim_and_send()
             now_ms, next_due_ms = batch.now_ms, batch.next_due_ms
             if batch.claims:
@@ -150,6 +154,12 @@ class Dispatcher:
                 self.batches.run(batch, outcomes, lambda: self.stop_requested)
             finally:
                 self._unfinished = (self.leases.release(), outcomes)
+                if self.batches.broker_failed:
+                    self.broker.failed()
+                elif self.broker.down_since is not None and any(
+                    o.action == "sent" for o in outcomes
+                ):
+                    self.broker.sent()
         return batch, outcomes
 
     def _redis_now_ms(self, at: float) -> int:
@@ -267,7 +277,13 @@ class Dispatcher:
             pass  # said once, where the beat stopped
         except StoreError as exc:
             if not self.outage.gave_up:  # else said once, where the beat stopped
-                log.warning("redisbeat: could not deregister beat %s: %s", self.beat_id, exc)
+                log.warning(
+                    "redisbeat: beat %s stopped without reaching Redis (%s): the claims it "
+                    "held go to the other beats when their lease ends, and it leaves the "
+                    "beats listed after three heartbeat periods",
+                    self.beat_id,
+                    exc,
+                )
         finally:
             self.observer.stopped()
             self.store.close()

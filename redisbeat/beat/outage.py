@@ -126,6 +126,50 @@ class Outage:
         self.fatal = 0
 
 
+class BrokerOutage:
+    """A broker that failed a send, as one beat lives through it. Until a probe reaches it
+    the beat claims nothing (a beat whose own link to the broker is down would only hold
+    occurrences another beat could send), probing every :data:`PROBE_INTERVAL`; a broker
+    that answers but refuses the sends (out of memory, a read-only replica) is retried with
+    backoff. Said once when it cannot be reached, and once when it takes messages again."""
+
+    def __init__(self, probe: Callable[[], None]) -> None:
+        self._probe = probe
+        self.down_since: float | None = None
+        self._said = False
+
+    def failed(self) -> None:
+        if self.down_since is None:
+            self.down_since = time.monotonic()
+
+    def reachable(self) -> bool:
+        """Whether the beat may claim: the broker has not failed, or a probe reaches it."""
+        if self.down_since is None:
+            return True
+        try:
+            self._probe()
+        except Exception as exc:
+            if not self._said:
+                self._said = True
+                log.error(
+                    "redisbeat: this beat cannot reach the broker (%s: %s); it claims nothing "
+                    "until it can (any beat that reaches it sends), trying every %g s",
+                    type(exc).__name__,
+                    exc,
+                    PROBE_INTERVAL,
+                )
+            return False
+        return True
+
+    def sent(self) -> None:
+        """A batch went out: the episode, if any, is over (said once)."""
+        if self.down_since is None:
+            return
+        seconds = time.monotonic() - self.down_since
+        log.warning("redisbeat: the broker takes this beat's messages again after %.1f s", seconds)
+        self.down_since, self._said = None, False
+
+
 def _plan(trouble: RedisTrouble) -> str:
     """What the beat does next about ``trouble``, for its line."""
     if trouble.kind in PROBED:

@@ -12,6 +12,7 @@ import signal
 import threading
 import weakref
 from dataclasses import replace
+from functools import cached_property
 from types import FrameType
 from typing import Any, NoReturn
 
@@ -28,7 +29,7 @@ from ..store import ScheduleStore
 from ..store.base import usual_or
 from .collector import Collector
 from .deploys import BeatSchedule
-from .drivers import check_broker_driver
+from .drivers import broker_timeouts, check_broker_driver
 from .loop import Dispatcher, make_beat_id
 from .outage import GaveUp
 
@@ -137,6 +138,13 @@ class RedisScheduler(Scheduler):
     def sync(self) -> None:
         pass  # every change is written to Redis as it happens
 
+    @cached_property
+    def connection(self) -> Any:
+        # Celery's, with a Redis broker's reply waited for as long as the store's (kombu
+        # waits forever): a send that never ends would keep its batch from every beat.
+        options = broker_timeouts(self.app, self.config)
+        return self.app.connection_for_write(transport_options=options)
+
     def close(self) -> None:
         self.dispatcher.close()
         super().close()
@@ -153,7 +161,8 @@ class RedisScheduler(Scheduler):
                 f"    . redisbeat -> {self.store.describe()}",
                 f"    . beat id -> {self.dispatcher.beat_id}",
                 "    . note -> beats only send tasks: a Celery worker runs them. Each send",
-                "      is logged at --loglevel=INFO, with a summary line every minute.",
+                "      is logged at --loglevel=INFO, with a summary line every "
+                f"{self.config.summary_seconds:g} s.",
             ]
         )
 

@@ -187,19 +187,25 @@ def body_encoder(serializer: str) -> tuple[str, str, Callable[[Any], Any]] | Non
     return content_type, content_encoding, encode
 
 
-def check_redis_transport(app: Any) -> None:
-    """Run kombu's own check that its Redis transport can use the installed redis-py, when the
-    app's broker is that transport (Sentinel's too), without connecting: it raises kombu's
-    ``VersionMismatch`` where a send would (``Channel._get_client``, kombu 5.7; earlier
-    releases check nothing, and a transport without it is left alone)."""
+def redis_transport(app: Any) -> type | None:
+    """The app's broker transport when it is kombu's Redis one (Sentinel's too), else None;
+    found without connecting."""
     try:
         with app.connection_for_write() as connection:
             transport = connection.get_transport_cls()
     except (ImportError, AttributeError, KeyError, ValueError):
-        return  # a broker URL kombu cannot resolve fails at the first send, as it always did
-    if not (isinstance(transport, type) and issubclass(transport, kombu_redis.Transport)):
-        return
-    channel = getattr(transport, "Channel", None)
+        return None  # a broker URL kombu cannot resolve fails at the first send, as always
+    if isinstance(transport, type) and issubclass(transport, kombu_redis.Transport):
+        return transport
+    return None
+
+
+def check_redis_transport(app: Any) -> None:
+    """Run kombu's own check that its Redis transport can use the installed redis-py, when the
+    app's broker is that transport, without connecting: it raises kombu's
+    ``VersionMismatch`` where a send would (``Channel._get_client``, kombu 5.7; earlier
+    releases check nothing, and a transport without it is left alone)."""
+    channel = getattr(redis_transport(app), "Channel", None)
     if not isinstance(channel, type) or getattr(channel, "_get_client", None) is None:
         return
     # The check reads the channel's class attributes only: one made without __init__ (which

@@ -59,6 +59,8 @@ class Lists:
     def __init__(self, channel: Any) -> None:
         self.channel = channel
         self._pending: dict[str, list[str]] = {}
+        #: The list of each message buffered, in the order they were pushed.
+        self._order: list[str] = []
         #: Messages pushed since this was made (the publisher tells its own by it).
         self.count = 0
 
@@ -108,20 +110,24 @@ class Lists:
             "properties": own,
         }
         self._pending.setdefault(shape.key, []).append(_encoded(shape, message, own_headers))
+        self._order.append(shape.key)
         self.count += 1
 
-    def flush(self) -> None:
-        """Push what is buffered, one LPUSH per list (the order of one LPUSH per message)."""
+    def flush(self) -> list[Exception | None]:
+        """Push what is buffered, one LPUSH per list (the order of one LPUSH per message);
+        for each message, in the order they were pushed, the error of its list's LPUSH
+        (None: it is on the broker). The broker may refuse one list's push and take the
+        others' (out of memory at the second, say). A connection failure raises: none went."""
         pending, self._pending = self._pending, {}
+        order, self._order = self._order, []
         if not pending:
-            return
+            return []
         with self.channel.client.pipeline(transaction=False) as pipe:
             for key, payloads in pending.items():
                 pipe.lpush(key, *payloads)
-            pipe.execute()
-
-    def discard(self) -> None:
-        self._pending = {}
+            replies = pipe.execute(raise_on_error=False)
+        errors = {k: r for k, r in zip(pending, replies, strict=True) if isinstance(r, Exception)}
+        return [errors.get(key) for key in order]
 
     def _shape(self, producer: Any, first: Any) -> Shape | None:
         """``Producer.publish``'s and the channel's steps up to the parts of one message."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -24,6 +24,7 @@ from ..schedule.cache import LRU
 from ..schedule.delayed import SOURCE as DELAYED_SOURCE
 from ..schedule.entry import Entry
 from ..schedule.timing import from_ms
+from .delivery import Delivery, probe
 from .lists import Lists
 from .template import TaskMessages, Template
 from .wire import Published
@@ -106,6 +107,7 @@ class Publisher:
         self._deferred: list[tuple[Entry, str, dict[str, Any]]] = []
         #: Tasks whose messages the batched path could not build (warned about once each).
         self._fell_back: set[str] = set()
+        self._delivery = Delivery()
 
     def send(self, entry: Entry, task_id: str, due_ms: int, now_ms: int) -> None:
         """Buffer one occurrence; an error raised here means it will not be sent:
@@ -133,6 +135,10 @@ class Publisher:
         else:
             self._published.append(published)
 
+    def probe(self) -> None:
+        """Return once the broker answers; raise its error while it does not."""
+        probe(self._producer())
+
     def flush(self) -> dict[str, str | None]:
         """Send what is buffered; return the task ids of those not sent, each with None
         (the broker failed: it may not have been sent, hand it back) or the reason the
@@ -147,6 +153,8 @@ class Publisher:
             sent += self._sent(published, lambda: batch.__exit__(None, None, None), failed)
         if pushed and self._lists is not None:
             sent += self._sent(pushed, self._lists.flush, failed)
+        if sent and not failed:
+            self._delivery.failing = False
         for p in sent:  # once every message of the batch is on the broker
             p.announce()
         for entry, task_id, options in deferred:
@@ -156,25 +164,24 @@ class Publisher:
                 if isinstance(exc, ENTRY_ERRORS) and not self._broker_failure(exc):
                     failed[task_id] = _reason(exc)
                 else:
-                    log.exception("redisbeat: could not send %s; handing it back", entry.name)
+                    self._delivery.failure(f"could not send {entry.name}", exc, "it")
                     failed[task_id] = None
         return failed
 
     def _sent(
-        self, published: list[Published], send: Callable[[], None], failed: dict[str, str | None]
+        self,
+        published: list[Published],
+        send: Callable[[], Sequence[BaseException | None] | None],
+        failed: dict[str, str | None],
     ) -> list[Published]:
-        """Send buffered messages: those sent, the others added to ``failed`` (handed back)."""
+        """Send buffered messages: those the broker took (``send`` may say, message by
+        message, which it refused); the others are added to ``failed`` (handed back)."""
         try:
-            send()
-        except Exception:
+            errors = send()
+        except Exception as exc:
             self._declared_by = None  # the connection may be new: let kombu check again
-            log.exception(
-                "redisbeat: could not send a batch of %d message(s); handing them back",
-                len(published),
-            )
-            failed.update((p.task_id, None) for p in published)
-            return []
-        return published
+            errors = [exc]
+        return self._delivery.settle(published, errors, failed)
 
     def _fall_back(self, entry: Entry, exc: BaseException) -> None:
         known = self._by_entry.get(id(entry))

@@ -19,6 +19,8 @@ app.conf.redisbeat_redis_url = os.environ["TEST_STORE_URL"]
 app.conf.redisbeat_key_prefix = os.environ.get("TEST_PREFIX", "redisbeat")
 if os.environ.get("TEST_LEASE"):  # else redisbeat's default
     app.conf.redisbeat_lease_seconds = float(os.environ["TEST_LEASE"])
+if os.environ.get("TEST_SOCKET_TIMEOUT"):  # else redisbeat's default
+    app.conf.redisbeat_socket_timeout = float(os.environ["TEST_SOCKET_TIMEOUT"])
 app.conf.redisbeat_heartbeat_seconds = float(os.environ.get("TEST_HEARTBEAT", "10"))
 app.conf.redisbeat_batch_size = int(os.environ.get("TEST_BATCH", "100"))
 app.conf.beat_max_loop_interval = float(os.environ.get("TEST_MAX_INTERVAL", "60"))

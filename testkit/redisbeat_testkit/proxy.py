@@ -23,6 +23,9 @@ class LinkState:
     stall_from: Callable[[bytes], bool] | None = None
     #: Extra delay, seconds, for every chunk in either direction.
     latency: float = 0.0
+    #: Nothing passes either way (what was sent is lost) and nothing is refused: a link a
+    #: firewall or NAT dropped silently, which only a timeout notices.
+    blackholed: bool = False
 
 
 class TcpProxy:
@@ -67,6 +70,9 @@ class TcpProxy:
             self._call(self._set, LinkState(replies_stalled=True))
         else:
             self._call(self._set, LinkState(stall_from=from_request))
+
+    def blackhole(self) -> None:
+        self._call(self._set, LinkState(blackholed=True))
 
     def slow(self, latency: float) -> None:
         self._call(self._set, LinkState(latency=latency))
@@ -157,6 +163,8 @@ class TcpProxy:
                     await asyncio.sleep(self.state.latency)
                 if self.state.dropped:
                     break
+                if self.state.blackholed:
+                    continue
                 writer.write(data)
                 await writer.drain()
         writer.transport.abort()
