@@ -154,12 +154,7 @@ class Dispatcher:
                 self.batches.run(batch, outcomes, lambda: self.stop_requested)
             finally:
                 self._unfinished = (self.leases.release(), outcomes)
-                if self.batches.broker_failed:
-                    self.broker.failed()
-                elif self.broker.down_since is not None and any(
-                    o.action == "sent" for o in outcomes
-                ):
-                    self.broker.sent()
+                self.broker.settled(self.batches.broker_failed, outcomes)
         return batch, outcomes
 
     def _redis_now_ms(self, at: float) -> int:

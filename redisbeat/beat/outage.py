@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ..errors import RedisBeatError
 from ..store.errors import RedisTrouble, StoreError
+from ..store.records import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -138,9 +139,17 @@ class BrokerOutage:
         self.down_since: float | None = None
         self._said = False
 
-    def failed(self) -> None:
-        if self.down_since is None:
-            self.down_since = time.monotonic()
+    def settled(self, failed: bool, outcomes: Sequence[Outcome]) -> None:
+        """After a batch: the broker failed a send of it, or (when it had failed before)
+        took one, which ends the episode (said once)."""
+        if failed:
+            self.down_since = self.down_since or time.monotonic()
+        elif self.down_since is not None and any(o.action == "sent" for o in outcomes):
+            seconds = time.monotonic() - self.down_since
+            log.warning(
+                "redisbeat: the broker takes this beat's messages again after %.1f s", seconds
+            )
+            self.down_since, self._said = None, False
 
     def reachable(self) -> bool:
         """Whether the beat may claim: the broker has not failed, or a probe reaches it."""
@@ -160,14 +169,6 @@ class BrokerOutage:
                 )
             return False
         return True
-
-    def sent(self) -> None:
-        """A batch went out: the episode, if any, is over (said once)."""
-        if self.down_since is None:
-            return
-        seconds = time.monotonic() - self.down_since
-        log.warning("redisbeat: the broker takes this beat's messages again after %.1f s", seconds)
-        self.down_since, self._said = None, False
 
 
 def _plan(trouble: RedisTrouble) -> str:

@@ -32,9 +32,11 @@ class Delivery:
         """The messages the broker took; the others (an error each, or the one error of the
         whole send) are added to ``failed`` as handed back."""
         if not errors or not any(errors):
+            if published:
+                self.failing = False  # the broker takes messages again
             return published
         first = next(error for error in errors if error is not None)
-        if len(errors) != len(published):  # not one per message: none is known sent
+        if len(errors) != len(published):  # one error for the whole send: none went
             errors = [first] * len(published)
         went: list[Published] = []
         for p, error in zip(published, errors, strict=True):

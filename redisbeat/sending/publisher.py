@@ -153,8 +153,6 @@ class Publisher:
             sent += self._sent(published, lambda: batch.__exit__(None, None, None), failed)
         if pushed and self._lists is not None:
             sent += self._sent(pushed, self._lists.flush, failed)
-        if sent and not failed:
-            self._delivery.failing = False
         for p in sent:  # once every message of the batch is on the broker
             p.announce()
         for entry, task_id, options in deferred:
